@@ -1,0 +1,110 @@
+"""LightningDataModule over a :class:`~fairnas.data.table.FaceTable` with identity-disjoint splits."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import pytorch_lightning as pl
+from torch.utils.data import DataLoader
+
+from fairnas.data.dataset import EpochSeededSampler, FaceImageDataset
+from fairnas.data.table import SPLITS, FaceTable, apply_subset_rules
+from fairnas.data.transforms import build_transforms
+
+
+class FaceDataModule(pl.LightningDataModule):
+    """Train on the identities of the ``train`` split; evaluate open-set on ``val`` and ``test`` identities.
+
+    The subset rules (thesis Sec. 4.3) are applied per split and the data is checked at construction, so a bad
+    data set fails before a model is built: every group must have training images and probes (identities with at
+    least two images) in validation and test.
+    """
+
+    def __init__(
+        self,
+        table: FaceTable,
+        *,
+        group_order: Sequence[str] | None = None,
+        min_images: int = 3,
+        balance_identities: bool = False,
+        max_images_per_group: int | None = None,
+        transforms: Mapping | None = None,
+        batch_size: int = 64,
+        eval_batch_size: int = 256,
+        num_workers: int = 0,
+        seed: int = 0,
+    ):
+        super().__init__()
+        self.table = table
+        self.batch_size, self.eval_batch_size, self.num_workers, self.seed = (
+            batch_size, eval_batch_size, num_workers, seed,
+        )
+        self.transforms = dict(transforms or {})
+        rules = dict(min_images=min_images, balance_identities=balance_identities,
+                     max_images_per_group=max_images_per_group, seed=seed)
+        self.splits = {name: apply_subset_rules(table.split(name), table.attribute, **rules) for name in SPLITS}
+        self.group_order = self._resolve_group_order(group_order)
+        self._check_splits()
+        self.class_names = sorted(self.splits["train"]["identity"].unique())
+        self.num_classes = len(self.class_names)
+
+    def _resolve_group_order(self, group_order: Sequence[str] | None) -> list[str]:
+        present = sorted(self.table.frame[self.table.attribute].unique())
+        if group_order is None:
+            return present
+        order = [str(g) for g in group_order]
+        unknown = [g for g in order if g not in present]
+        if unknown:
+            raise ValueError(f"data.group_order: groups {unknown} not in column '{self.table.attribute}'; "
+                             f"present: {present}")
+        return order
+
+    def _check_splits(self) -> None:
+        attribute = self.table.attribute
+        for name, frame in self.splits.items():
+            if frame.empty:
+                raise ValueError(f"data: split '{name}' is empty after the subset rules (min_images etc.)")
+            for group in self.group_order:
+                rows = frame[frame[attribute] == group]
+                if name == "train":
+                    if rows.empty:
+                        raise ValueError(f"data: protected group '{group}' has no training images")
+                elif not (rows.groupby("identity").size() >= 2).any():
+                    raise ValueError(f"data: protected group '{group}' has no probes in split '{name}' "
+                                     "(needs an identity with >= 2 images)")
+
+    def group_index(self, frame: pd.DataFrame) -> np.ndarray:
+        """Group labels as indices into :attr:`group_order` (-1 for groups outside it)."""
+        lookup = {g: i for i, g in enumerate(self.group_order)}
+        return frame[self.table.attribute].map(lambda g: lookup.get(g, -1)).to_numpy()
+
+    def dataset(self, split: str, train_transforms: bool | None = None) -> FaceImageDataset:
+        frame = self.splits[split]
+        if split == "train":
+            labels = pd.Categorical(frame["identity"], categories=self.class_names).codes
+        else:
+            labels = pd.factorize(frame["identity"], sort=True)[0]
+        transform = build_transforms(train=split == "train" if train_transforms is None else train_transforms,
+                                     **self.transforms)
+        return FaceImageDataset(self.table.root, frame["path"].tolist(), labels, self.group_index(frame),
+                                transform, seed=self.seed)
+
+    def train_dataloader(self) -> DataLoader:
+        data = self.dataset("train")
+        return self._loader(data, self.batch_size, EpochSeededSampler(len(data), self.seed), drop_last=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._eval_loader("val")
+
+    def test_dataloader(self) -> DataLoader:
+        return self._eval_loader("test")
+
+    def _eval_loader(self, split: str) -> DataLoader:
+        data = self.dataset(split)
+        return self._loader(data, self.eval_batch_size, EpochSeededSampler(len(data), shuffle=False))
+
+    def _loader(self, data, batch_size: int, sampler, drop_last: bool = False) -> DataLoader:
+        return DataLoader(data, batch_size=min(batch_size, len(data)), sampler=sampler, drop_last=drop_last,
+                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0)

@@ -1,0 +1,107 @@
+"""The generic on-disk face data format and the paper's subset rules.
+
+Every data set, real or synthetic, ends up as a :class:`FaceTable`: an image root plus one row per image with
+columns ``path`` (relative to the root), ``identity``, ``split`` (train/val/test), the protected attribute and any
+extra attributes. Training and evaluation only ever read this table, so a new format is a function returning one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+REQUIRED_COLUMNS = ("path", "identity", "split")
+SPLITS = ("train", "val", "test")
+
+
+@dataclass(frozen=True)
+class FaceTable:
+    """Images of a face data set: ``frame`` rows point to files under ``root``."""
+
+    root: Path
+    frame: pd.DataFrame
+    attribute: str
+
+    def split(self, name: str) -> pd.DataFrame:
+        return self.frame[self.frame["split"] == name].reset_index(drop=True)
+
+
+def read_generic(root: str | Path, metadata: str = "metadata.csv", attribute: str = "group") -> FaceTable:
+    """Read an image folder with a metadata CSV (columns path, identity, split, <attribute>, extras)."""
+    root = Path(root).expanduser()
+    if not root.is_dir():
+        raise FileNotFoundError(f"data.root: dataset directory '{root}' does not exist")
+    csv_path = root / metadata
+    if not csv_path.is_file():
+        raise FileNotFoundError(f"data: metadata file '{csv_path}' does not exist")
+    frame = pd.read_csv(csv_path, dtype={"identity": str, "path": str, "split": str})
+    missing = [c for c in (*REQUIRED_COLUMNS, attribute) if c not in frame.columns]
+    if missing:
+        raise ValueError(
+            f"{csv_path}: missing required column(s) {missing}; "
+            f"required: {[*REQUIRED_COLUMNS, attribute]} (the protected attribute is set by data.attribute)"
+        )
+    unknown = sorted(set(frame["split"]) - set(SPLITS))
+    if unknown:
+        raise ValueError(f"{csv_path}: column 'split' has values {unknown}; allowed: {list(SPLITS)}")
+    frame[attribute] = frame[attribute].astype(str)
+    check_identity_disjoint(frame, source=str(csv_path))
+    return FaceTable(root=root, frame=frame, attribute=attribute)
+
+
+def check_identity_disjoint(frame: pd.DataFrame, source: str) -> None:
+    """Open-set evaluation (thesis Sec. 4.3.4): no identity may appear in two splits."""
+    splits_per_identity = frame.groupby("identity")["split"].nunique()
+    shared = splits_per_identity[splits_per_identity > 1]
+    if len(shared):
+        raise ValueError(
+            f"{source}: splits must be identity-disjoint, but {len(shared)} identities appear in several "
+            f"splits (e.g. {shared.index[0]!r})"
+        )
+
+
+def apply_subset_rules(
+    frame: pd.DataFrame,
+    attribute: str,
+    *,
+    min_images: int = 3,
+    balance_identities: bool = False,
+    max_images_per_group: int | None = None,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """The paper's data subset rules, applied within one split.
+
+    Keeps identities with at least ``min_images`` images, optionally samples the same number of identities from
+    every group (the size of the smallest), and optionally caps the number of images per group.
+    """
+    if min_images < 1:
+        raise ValueError(f"data.min_images={min_images} must be >= 1")
+    rng = np.random.default_rng(seed)
+    counts = frame.groupby("identity")["path"].transform("size")
+    frame = frame[counts >= min_images]
+    if balance_identities and len(frame):
+        ids_per_group = frame.groupby(attribute)["identity"].unique()
+        n_keep = min(len(ids) for ids in ids_per_group)
+        keep = np.concatenate([rng.choice(sorted(ids), size=n_keep, replace=False) for ids in ids_per_group])
+        frame = frame[frame["identity"].isin(keep)]
+    if max_images_per_group is not None and len(frame):
+        frame = frame.groupby(attribute, group_keys=False).apply(
+            lambda rows: _cap_whole_identities(rows, max_images_per_group, rng)
+        )
+    return frame.reset_index(drop=True)
+
+
+def _cap_whole_identities(rows: pd.DataFrame, cap: int, rng: np.random.Generator) -> pd.DataFrame:
+    """Keep whole identities, in random order, while the group stays within ``cap`` images."""
+    sizes = rows.groupby("identity").size()
+    order = rng.permutation(sorted(sizes.index))
+    kept, total = [], 0
+    for identity in order:
+        if total + sizes[identity] > cap:
+            continue
+        kept.append(identity)
+        total += sizes[identity]
+    return rows[rows["identity"].isin(kept)]

@@ -1,0 +1,114 @@
+"""The LightningModule: the one place where backbone, head, regularisers and metrics meet."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+import pytorch_lightning as pl
+import torch
+from torch import nn
+
+from fairnas.metrics import face_identification_metrics
+from fairnas.training.schedule import build_scheduler
+
+EVAL_STAGES = ("val", "test")
+
+
+class FaceRecognitionModule(pl.LightningModule):
+    """Trains ``embedder`` (backbone + embedding neck) through a margin ``head`` on the training identities.
+
+    Evaluation is open-set (thesis Sec. 4.3.4): embeddings of held-out identities are ranked by distance and the
+    per-group error and rank give the fairness metrics (``fairnas.metrics``). ``regularizers`` maps a name to a
+    module ``reg(batch=..., embeddings=..., logits=..., module=...) -> scalar`` with a ``weight`` attribute; each
+    is added to the loss with its weight and logged as ``train/<name>``.
+    """
+
+    def __init__(
+        self,
+        embedder: nn.Module,
+        head: nn.Module,
+        loss: nn.Module,
+        optimizer: Callable[..., torch.optim.Optimizer],
+        scheduler: Mapping | None,
+        group_order: Sequence[str],
+        regularizers: Mapping[str, nn.Module] | None = None,
+        tta_flip: bool = True,
+        rank_by: str = "identity",
+    ):
+        super().__init__()
+        self.embedder, self.head, self.loss = embedder, head, loss
+        self.regularizers = nn.ModuleDict(dict(regularizers or {}))
+        self.optimizer_factory, self.scheduler_config = optimizer, dict(scheduler or {"name": "constant"})
+        self.group_order, self.tta_flip, self.rank_by = list(group_order), tta_flip, rank_by
+        self.evaluations: dict[str, dict[str, float]] = {}
+        self._outputs: dict[str, list[dict[str, torch.Tensor]]] = {stage: [] for stage in EVAL_STAGES}
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """The face embedding (the neck's output), before L2 normalisation."""
+        return self.embedder(images)
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        embeddings = self.embedder(batch["image"])
+        output = self.head(embeddings, batch["label"])
+        terms = {"classification": self.loss(output.logits, batch["label"]), **output.aux_losses}
+        for name, regularizer in self.regularizers.items():
+            terms[name] = regularizer.weight * regularizer(
+                batch=batch, embeddings=embeddings, logits=output.logits, module=self
+            )
+        loss = sum(terms.values())
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"non-finite training loss {loss.item()} at step {self.global_step}")
+        batch_size = len(batch["label"])
+        self.log("train/loss", loss, prog_bar=True, batch_size=batch_size)
+        self.log_dict({f"train/{name}": value.detach() for name, value in terms.items()}, batch_size=batch_size)
+        return loss
+
+    @torch.no_grad()
+    def embed(self, images: torch.Tensor) -> torch.Tensor:
+        """L2-normalised embeddings; with ``tta_flip`` the sum of the image's and its mirror's embeddings."""
+        embeddings = self.embedder(images)
+        if self.tta_flip:
+            embeddings = embeddings + self.embedder(torch.flip(images, dims=[3]))
+        return nn.functional.normalize(embeddings, dim=1)
+
+    def _eval_step(self, stage: str, batch: dict) -> None:
+        self._outputs[stage].append(
+            {"embedding": self.embed(batch["image"]).cpu(), "label": batch["label"].cpu(), "group": batch["group"].cpu()}
+        )
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        self._eval_step("val", batch)
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        self._eval_step("test", batch)
+
+    def on_validation_epoch_end(self) -> None:
+        self._evaluate("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._evaluate("test")
+
+    def _evaluate(self, stage: str) -> None:
+        outputs, self._outputs[stage] = self._outputs[stage], []
+        if self.trainer.sanity_checking or not outputs:
+            return
+        embeddings = torch.cat([o["embedding"] for o in outputs])
+        groups = [self.group_order[g] for g in torch.cat([o["group"] for o in outputs]).tolist()]
+        metrics = face_identification_metrics(
+            embeddings, torch.cat([o["label"] for o in outputs]), groups,
+            group_order=self.group_order, rank_by=self.rank_by, normalize=False,
+        )
+        self.evaluations[stage] = {**metrics, "epoch": self.current_epoch + 1}
+        self.log_dict({f"{stage}/{name}": float(value) for name, value in metrics.items()})
+
+    def configure_optimizers(self):
+        optimizer = self.optimizer_factory(params=self.parameters())
+        config = dict(self.scheduler_config)
+        steps_per_epoch = math.ceil(self.trainer.estimated_stepping_batches / max(1, self.trainer.max_epochs))
+        if config.get("horizon_epochs") is None:
+            config["horizon_epochs"] = self.trainer.max_epochs
+        scheduler = build_scheduler(optimizer, steps_per_epoch=steps_per_epoch, **config)
+        if scheduler is None:
+            return optimizer
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

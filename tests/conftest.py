@@ -1,0 +1,45 @@
+"""Shared fixtures: the real Hydra config composed once per test, forced onto the CPU and a tiny data set."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("WANDB_SILENT", "true")
+
+TINY_DATA = [
+    "data.table.n_identities=24",
+    "data.table.images_per_identity=6",
+    "data.table.image_size=32",
+    "data.transforms.resize=36",
+    "data.batch_size=16",
+    "data.eval_batch_size=64",
+    "embedding_dim=64",
+    "trainer.accelerator=cpu",
+    "trainer.enable_progress_bar=false",
+    "trainer.enable_model_summary=false",
+    "trainer.max_epochs=1",
+]
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory):
+    """One synthetic-face cache for the whole session, so each tiny data set renders once."""
+    return tmp_path_factory.mktemp("fairnas_cache")
+
+
+@pytest.fixture
+def tiny_config(tmp_path, cache_dir):
+    """``tiny_config(*overrides)`` -> the composed training config on tiny synthetic data, logging to CSV."""
+    from fairnas.config import compose_config
+
+    def make(*overrides: str, output_dir=None):
+        return compose_config(
+            "train",
+            [*TINY_DATA, f"paths.cache_dir={cache_dir}", "logger=csv", *overrides],
+            output_dir=output_dir or tmp_path / "run",
+        )
+
+    return make
