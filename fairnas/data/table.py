@@ -88,14 +88,13 @@ def apply_subset_rules(
         keep = np.concatenate([rng.choice(sorted(ids), size=n_keep, replace=False) for ids in ids_per_group])
         frame = frame[frame["identity"].isin(keep)]
     if max_images_per_group is not None and len(frame):
-        frame = frame.groupby(attribute, group_keys=False).apply(
-            lambda rows: _cap_whole_identities(rows, max_images_per_group, rng)
-        )
+        kept = [_cap_whole_identities(rows, max_images_per_group, rng) for _, rows in frame.groupby(attribute)]
+        frame = frame[frame["identity"].isin(set().union(*kept))]
     return frame.reset_index(drop=True)
 
 
-def _cap_whole_identities(rows: pd.DataFrame, cap: int, rng: np.random.Generator) -> pd.DataFrame:
-    """Keep whole identities, in random order, while the group stays within ``cap`` images."""
+def _cap_whole_identities(rows: pd.DataFrame, cap: int, rng: np.random.Generator) -> set[str]:
+    """Identities to keep, whole and in random order, while the group stays within ``cap`` images."""
     sizes = rows.groupby("identity").size()
     order = rng.permutation(sorted(sizes.index))
     kept, total = [], 0
@@ -104,4 +103,4 @@ def _cap_whole_identities(rows: pd.DataFrame, cap: int, rng: np.random.Generator
             continue
         kept.append(identity)
         total += sizes[identity]
-    return rows[rows["identity"].isin(kept)]
+    return set(kept)

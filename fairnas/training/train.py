@@ -30,13 +30,16 @@ def train(cfg: DictConfig) -> dict:
     output_dir.mkdir(parents=True, exist_ok=True)
     pl.seed_everything(cfg.seed, workers=True)
 
+    # Cheap parts first, so their errors come before the data set is rendered or indexed.
     embedder = FaceEmbedder(instantiate(cfg.backbone), embedding_dim=cfg.embedding_dim, dropout=cfg.dropout)
+    loss = build_classification_loss(**cfg.loss)
+    optimizer = instantiate(cfg.optimizer)
     datamodule = instantiate(cfg.data, seed=cfg.seed)
     module = FaceRecognitionModule(
         embedder=embedder,
         head=build_head(embedding_dim=cfg.embedding_dim, num_classes=datamodule.num_classes, **cfg.head),
-        loss=build_classification_loss(**cfg.loss),
-        optimizer=instantiate(cfg.optimizer),
+        loss=loss,
+        optimizer=optimizer,
         scheduler=OmegaConf.to_container(cfg.scheduler, resolve=True) if cfg.get("scheduler") else None,
         group_order=datamodule.group_order,
         regularizers={name: instantiate(node) for name, node in (cfg.get("regularizer") or {}).items()},

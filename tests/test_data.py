@@ -1,0 +1,119 @@
+"""The generic on-disk format, the subset rules, the data module and reproducible batches."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from PIL import Image
+
+from fairnas.data import FaceDataModule, read_generic
+from fairnas.data.dataset import EpochSeededSampler
+from fairnas.data.table import apply_subset_rules
+
+
+def write_generic(root, rows, size=20):
+    """A data set in the generic format: one tiny PNG per row and metadata.csv."""
+    frame = pd.DataFrame(rows, columns=["identity", "split", "group"])
+    frame.insert(0, "path", [f"images/{i}_{n}.png" for n, i in enumerate(frame["identity"])])
+    (root / "images").mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for path in frame["path"]:
+        Image.fromarray(rng.integers(0, 255, (size, size, 3), dtype=np.uint8)).save(root / path)
+    frame.to_csv(root / "metadata.csv", index=False)
+    return frame
+
+
+def rows_for(split, group, identity, n):
+    return [(identity, split, group)] * n
+
+
+def balanced_rows(n_images=3):
+    rows = []
+    for split in ("train", "val", "test"):
+        for group in ("a", "b"):
+            for k in range(2):
+                rows += rows_for(split, group, f"{split}-{group}-{k}", n_images)
+    return rows
+
+
+def test_read_generic_reads_the_table(tmp_path):
+    write_generic(tmp_path, balanced_rows())
+    table = read_generic(tmp_path)
+    assert len(table.frame) == 36 and table.attribute == "group"
+    assert set(table.split("val")["identity"]) == {"val-a-0", "val-a-1", "val-b-0", "val-b-1"}
+
+
+def test_missing_directory_and_columns_are_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        read_generic(tmp_path / "nowhere")
+    write_generic(tmp_path, balanced_rows())
+    with pytest.raises(ValueError, match=r"missing required column\(s\) \['Male'\]"):
+        read_generic(tmp_path, attribute="Male")
+
+
+def test_identity_in_two_splits_is_rejected(tmp_path):
+    write_generic(tmp_path, balanced_rows() + rows_for("val", "a", "train-a-0", 2))
+    with pytest.raises(ValueError, match="identity-disjoint"):
+        read_generic(tmp_path)
+
+
+def test_unknown_split_value_is_rejected(tmp_path):
+    write_generic(tmp_path, balanced_rows() + rows_for("holdout", "a", "x", 2))
+    with pytest.raises(ValueError, match=r"'holdout'.*allowed"):
+        read_generic(tmp_path)
+
+
+def test_subset_rules_min_images_balance_and_cap():
+    frame = pd.DataFrame(
+        rows_for("train", "a", "a0", 5) + rows_for("train", "a", "a1", 4) + rows_for("train", "a", "a2", 2)
+        + rows_for("train", "b", "b0", 3),
+        columns=["identity", "split", "group"],
+    ).assign(path=lambda f: [f"p{i}" for i in range(len(f))])
+    kept = apply_subset_rules(frame, "group", min_images=3)
+    assert set(kept["identity"]) == {"a0", "a1", "b0"}
+    balanced = apply_subset_rules(frame, "group", min_images=3, balance_identities=True)
+    assert balanced.groupby("group")["identity"].nunique().tolist() == [1, 1]
+    capped = apply_subset_rules(frame, "group", min_images=3, max_images_per_group=4)
+    assert capped.groupby("group").size().max() <= 4
+    assert set(capped[capped["group"] == "a"]["identity"]) == {"a1"}  # whole identities only
+
+
+def test_datamodule_classes_groups_and_identity_disjoint_loaders(tmp_path):
+    write_generic(tmp_path, balanced_rows())
+    dm = FaceDataModule(read_generic(tmp_path), transforms={"image_size": 16}, batch_size=4)
+    assert dm.num_classes == 4 and dm.group_order == ["a", "b"]
+    batch = next(iter(dm.train_dataloader()))
+    assert batch["image"].shape == (4, 3, 16, 16) and batch["label"].max() < 4
+    val = next(iter(dm.val_dataloader()))
+    assert set(val["group"].tolist()) == {0, 1}
+
+
+def test_group_without_probes_fails_before_training(tmp_path):
+    rows = [r for r in balanced_rows() if not (r[1] == "test" and r[2] == "b")] + rows_for("test", "b", "lonely", 1)
+    write_generic(tmp_path, rows)
+    with pytest.raises(ValueError, match="group 'b' has no probes in split 'test'"):
+        FaceDataModule(read_generic(tmp_path), min_images=1)
+
+
+def test_group_order_must_name_present_groups(tmp_path):
+    write_generic(tmp_path, balanced_rows())
+    with pytest.raises(ValueError, match=r"data.group_order: groups \['c'\]"):
+        FaceDataModule(read_generic(tmp_path), group_order=["a", "c"])
+    assert FaceDataModule(read_generic(tmp_path), group_order=["b", "a"]).group_order == ["b", "a"]
+
+
+def test_batches_depend_only_on_seed_epoch_and_index(tmp_path):
+    write_generic(tmp_path, balanced_rows())
+    data = FaceDataModule(read_generic(tmp_path), transforms={"image_size": 16, "resize": 20}).dataset("train")
+    first, again = data[(3, 5)]["image"], data[(3, 5)]["image"]
+    torch.testing.assert_close(first, again)
+    assert not torch.equal(data[(3, 5)]["image"], data[(3, 6)]["image"])  # new epoch, new crop/flip
+    sampler = EpochSeededSampler(12, seed=1)
+    sampler.set_epoch(2)
+    order = list(sampler)
+    sampler.set_epoch(2)
+    assert list(sampler) == order and sorted(i for i, _ in order) == list(range(12))
+    sampler.set_epoch(3)
+    assert list(sampler) != order
