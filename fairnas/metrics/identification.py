@@ -1,0 +1,208 @@
+"""Closed-set face-identification error, rank and per-group fairness (thesis Section 4.3.4, Eq. 4.1, Table 4.1).
+
+Every image whose identity has at least one other image is a probe; the gallery of a probe is every other image.
+The genuine distance d+ of a probe is its distance to the nearest other image of the same identity, and its rank
+counts what is strictly closer than d+ from other identities (ties go to the genuine match):
+
+- rank by identity (default): the number of distinct other identities with an image closer than d+;
+- rank by image: the number of images of other identities closer than d+.
+
+A probe errs when its rank is above 0. Ranks are computed in blocks of probes against the whole set, so memory is
+O(N * block_size) and no N x N distance matrix is ever held.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from fairnas.metrics.fairness import group_disparities
+
+RANK_BY_CHOICES = ("identity", "image")
+
+
+def face_identification_metrics(
+    embeddings: np.ndarray | torch.Tensor,
+    identities: np.ndarray | torch.Tensor | Sequence[Any],
+    groups: np.ndarray | torch.Tensor | Sequence[Any],
+    *,
+    group_order: Sequence[Any] | None = None,
+    rank_by: str = "identity",
+    normalize: bool = True,
+    block_size: int = 1024,
+) -> dict[str, float]:
+    """Identification error, accuracy and rank, overall and per group, plus the Table 4.1 disparities.
+
+    Args:
+        embeddings: [N, D] array or tensor; computation runs on its device (CPU for numpy).
+        identities: N identity labels (ints or strings).
+        groups: N protected-attribute labels (ints or strings); metric keys use ``str(label)``.
+        group_order: groups to report and compare, matched by ``str(label)``; with two groups the first is g0
+            of Table 4.1. Default: all group labels, sorted.
+        rank_by: "identity" (count closer identities) or "image" (count closer images).
+        normalize: L2-normalise embeddings first; distances then rank like cosine similarity.
+        block_size: probes per block; memory grows as N * block_size.
+
+    Returns:
+        ``error``, ``accuracy``, ``rank``, ``n_probes``; per group g ``error/g``, ``accuracy/g``, ``rank/g``,
+        ``n_probes/g``; and ``rank_disparity``, ``disparity``, ``ratio``, ``rank_ratio``, ``error_ratio``.
+    """
+    _check_rank_by(rank_by)
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+        raise ValueError(f"block_size must be a positive int, got {block_size!r}")
+    embeddings = _embedding_tensor(embeddings)
+    n_images = embeddings.shape[0]
+    identity_codes = _identity_codes(identities, n_images, embeddings.device)
+    group_values, group_codes = np.unique(_label_array(groups, "groups", n_images), return_inverse=True)
+    code_of_group = {str(value): code for code, value in enumerate(group_values)}
+    group_names = _group_names(list(code_of_group), group_order)
+
+    image_counts = torch.bincount(identity_codes)
+    probes = torch.nonzero(image_counts[identity_codes] >= 2).squeeze(1)
+    if probes.numel() == 0:
+        raise ValueError("no probes: every identity has a single image (probes need identities with >= 2 images)")
+    probe_group_codes = group_codes.reshape(-1)[probes.cpu().numpy()]
+    group_masks = {name: probe_group_codes == code_of_group[name] for name in group_names}
+    for name, in_group in group_masks.items():
+        if not in_group.any():
+            raise ValueError(f"group {name!r} has no probes (needs identities with >= 2 images)")
+
+    if normalize:
+        embeddings = F.normalize(embeddings, dim=1)
+    ranks = probe_ranks(
+        embeddings, identity_codes, probes, rank_by=rank_by, normalize=normalize, block_size=block_size
+    ).cpu().numpy()
+    metrics = _rank_summary(ranks)
+    per_group = {name: _rank_summary(ranks[in_group]) for name, in_group in group_masks.items()}
+    for name, summary in per_group.items():
+        metrics.update({f"{key}/{name}": value for key, value in summary.items()})
+    metrics.update(group_disparities(per_group, group_names))
+    return metrics
+
+
+@torch.no_grad()
+def probe_ranks(
+    embeddings: torch.Tensor,
+    identity_codes: torch.Tensor,
+    probes: torch.Tensor,
+    *,
+    rank_by: str = "identity",
+    normalize: bool = True,
+    block_size: int = 1024,
+) -> torch.Tensor:
+    """Rank of each probe (see module docstring), computed blockwise without an N x N matrix.
+
+    Gallery images are scored by closeness to the probe a: <a, b> when ``normalize`` (cosine similarity, which
+    orders unit vectors as Euclidean distance does) and 2<a, b> - |b|^2 = |a|^2 - |a - b|^2 otherwise. Both take
+    one matrix product per block and add no per-probe constant, so no extra rounding can break a tie.
+
+    Args:
+        embeddings: [N, D] float tensor, already L2-normalised when ``normalize`` is True.
+        identity_codes: [N] int64 identity indices in [0, n_identities), on the embeddings' device.
+        probes: [P] indices of the probe images; each identity of a probe must have >= 2 images.
+        rank_by: "identity" or "image".
+        normalize: whether ``embeddings`` are unit vectors (selects the score above).
+        block_size: probes per block; memory is O(N * block_size).
+
+    Returns:
+        [P] int64 ranks on the embeddings' device.
+    """
+    _check_rank_by(rank_by)
+    n_identities = int(identity_codes.max()) + 1
+    negative_squared_norms = None if normalize else embeddings.square().sum(dim=1, keepdim=True).neg_()
+    ranks = []
+    for block in torch.split(probes, block_size):
+        # Gallery-major [N, block] layout: the per-identity reduction below runs over contiguous rows.
+        if normalize:
+            closeness = torch.mm(embeddings, embeddings[block].T)
+        else:
+            closeness = torch.addmm(negative_squared_norms, embeddings, embeddings[block].T, alpha=2.0)
+        closeness[block, torch.arange(block.numel(), device=block.device)] = -torch.inf
+        closest_per_identity = _index_amax(closeness, identity_codes, n_identities)
+        # With self excluded, the probe's own identity maximum is exactly its genuine match and never strictly
+        # closer than itself, so the counts below see other identities (or their images) only.
+        genuine = closest_per_identity.gather(0, identity_codes[block][None, :])
+        candidates = closest_per_identity if rank_by == "identity" else closeness
+        ranks.append((candidates > genuine).sum(dim=0))
+    return torch.cat(ranks)
+
+
+def _index_amax(values: torch.Tensor, row_groups: torch.Tensor, n_groups: int) -> torch.Tensor:
+    """[n_groups, B] maximum of the rows of ``values`` [N, B] in each group (-inf for an empty group).
+
+    index_reduce_ is several times faster than scatter_reduce_ with a broadcast index on CPU; torch still labels
+    it beta, and its one-time warning is silenced here.
+    """
+    result = torch.full((n_groups, values.shape[1]), -torch.inf, dtype=values.dtype, device=values.device)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="index_reduce\\(\\) is in beta")
+        return result.index_reduce_(0, row_groups, values, "amax")
+
+
+def _check_rank_by(rank_by: str) -> None:
+    if rank_by not in RANK_BY_CHOICES:
+        raise ValueError(f"rank_by must be one of {list(RANK_BY_CHOICES)}, got {rank_by!r}")
+
+
+def _rank_summary(ranks: np.ndarray) -> dict[str, float]:
+    """Error (share of probes with rank > 0), accuracy, mean rank and probe count."""
+    error = float(np.mean(ranks > 0))
+    return {"error": error, "accuracy": 1.0 - error, "rank": float(np.mean(ranks)), "n_probes": float(ranks.size)}
+
+
+def _embedding_tensor(embeddings: np.ndarray | torch.Tensor) -> torch.Tensor:
+    """A floating [N, D] tensor (float32 unless already float32/float64) on the input's device."""
+    with warnings.catch_warnings():  # read-only arrays (e.g. np.load(mmap_mode="r")) are never written to here
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        tensor = torch.as_tensor(embeddings).detach()
+    if tensor.ndim != 2:
+        raise ValueError(f"embeddings must be 2-D [N, D], got shape {tuple(tensor.shape)}")
+    if tensor.dtype not in (torch.float32, torch.float64):
+        tensor = tensor.float()
+    return tensor
+
+
+def _label_array(labels: np.ndarray | torch.Tensor | Sequence[Any], name: str, n_images: int) -> np.ndarray:
+    """Labels as a 1-D numpy array of length ``n_images``."""
+    array = labels.detach().cpu().numpy() if isinstance(labels, torch.Tensor) else np.asarray(labels)
+    _check_label_shape(tuple(array.shape), name, n_images)
+    return array
+
+
+def _check_label_shape(shape: tuple[int, ...], name: str, n_images: int) -> None:
+    if len(shape) != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {shape}")
+    if shape[0] != n_images:
+        raise ValueError(f"{name} has {shape[0]} labels but embeddings has {n_images} rows")
+
+
+def _identity_codes(
+    identities: np.ndarray | torch.Tensor | Sequence[Any], n_images: int, device: torch.device
+) -> torch.Tensor:
+    """Identity labels mapped to int64 codes 0..n_identities-1 on ``device``."""
+    if isinstance(identities, torch.Tensor) and not identities.is_floating_point():
+        _check_label_shape(tuple(identities.shape), "identities", n_images)
+        return torch.unique(identities.to(device), return_inverse=True)[1]
+    labels = _label_array(identities, "identities", n_images)
+    codes = np.unique(labels, return_inverse=True)[1].reshape(-1)
+    return torch.as_tensor(codes, dtype=torch.int64, device=device)
+
+
+def _group_names(present: list[str], group_order: Sequence[Any] | None) -> list[str]:
+    """The metric names (``str(label)``) of the groups to report, validated against the ``present`` names."""
+    if group_order is None:
+        return present
+    names = [str(group) for group in group_order]
+    if not names:
+        raise ValueError("group_order must name at least one group")
+    if len(set(names)) != len(names):
+        raise ValueError(f"group_order has duplicate groups: {names}")
+    for name in names:
+        if name not in present:
+            raise ValueError(f"group {name!r} in group_order is not among the group labels {present}")
+    return names
