@@ -1,0 +1,128 @@
+"""trials.csv: the durable, resumable record of a search (the source of truth on restart).
+
+Every finished trial is written right away by rewriting the whole file atomically (temporary file,
+fsync, ``os.replace``), so a search killed at any instant leaves either the old or the new file,
+never a torn one. On restart the records tell which (configuration, budget) pairs are done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from fairnas.search.trial import TrialOutcome, config_id, native_config
+
+BASE_COLUMNS = ("trial_id", "config_id", "budget", "seed", "status")
+TAIL_COLUMNS = ("wall_time_s", "finished_at", "error_message", "config")
+RESERVED_COLUMNS = frozenset(BASE_COLUMNS + TAIL_COLUMNS)
+TrialKey = tuple[str, float]
+
+
+def trial_key(config: dict[str, Any], budget: float) -> TrialKey:
+    """Identity of a trial within one search: the configuration and the budget it ran at."""
+    return config_id(config), round(float(budget), 9)
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """A finished trial: what ran (config, budget, seed) and how it went (outcome)."""
+
+    trial_id: int
+    config: dict[str, Any]
+    budget: float
+    seed: int
+    outcome: TrialOutcome
+
+    @property
+    def key(self) -> TrialKey:
+        return trial_key(self.config, self.budget)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success fsync it and move it onto ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    os.close(handle)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        with open(tmp, "rb+") as written:
+            os.fsync(written.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_frame(frame: pd.DataFrame, path: str | Path) -> None:
+    """Write a DataFrame as CSV atomically."""
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False)
+
+
+class TrialStore:
+    """Finished trials of one search, mirrored to ``trials.csv`` after every append."""
+
+    def __init__(self, path: str | Path, objectives: Sequence[str], hyperparameters: Sequence[str]):
+        self.path = Path(path)
+        self.objectives = tuple(objectives)
+        self.hyperparameters = tuple(hyperparameters)
+        self.records: list[TrialRecord] = self._read() if self.path.exists() else []
+
+    def append(self, record: TrialRecord) -> None:
+        """Add a finished trial and durably rewrite trials.csv."""
+        self.records.append(record)
+        write_frame(self.frame(), self.path)
+
+    def frame(self) -> pd.DataFrame:
+        """All records as a DataFrame: ids, budget, seed, status, objectives, timing, error, config."""
+        columns = [*BASE_COLUMNS, *self.objectives, *TAIL_COLUMNS, *self.hyperparameters]
+        rows = [self._row(record) for record in self.records]
+        return pd.DataFrame(rows, columns=columns)
+
+    def _row(self, record: TrialRecord) -> dict[str, Any]:
+        outcome = record.outcome
+        return {
+            "trial_id": record.trial_id,
+            "config_id": config_id(record.config),
+            "budget": record.budget,
+            "seed": record.seed,
+            "status": outcome.status,
+            **outcome.values,
+            "wall_time_s": outcome.wall_time_s,
+            "finished_at": outcome.finished_at,
+            "error_message": outcome.error,
+            "config": json.dumps(native_config(record.config), sort_keys=True),
+            **record.config,
+        }
+
+    def _read(self) -> list[TrialRecord]:
+        frame = pd.read_csv(self.path, keep_default_na=False)
+        missing = [column for column in (*BASE_COLUMNS, *self.objectives, *TAIL_COLUMNS) if column not in frame]
+        if missing:
+            raise ValueError(f"{self.path} lacks columns {missing}; it was written by a different search")
+        return [
+            TrialRecord(
+                trial_id=int(row["trial_id"]),
+                config=json.loads(row["config"]),
+                budget=float(row["budget"]),
+                seed=int(row["seed"]),
+                outcome=TrialOutcome(
+                    values={name: float(row[name]) for name in self.objectives},
+                    status=str(row["status"]),
+                    wall_time_s=float(row["wall_time_s"]),
+                    error=str(row["error_message"]),
+                    finished_at=float(row["finished_at"]),
+                ),
+            )
+            for row in frame.to_dict("records")
+        ]

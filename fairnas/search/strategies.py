@@ -1,0 +1,168 @@
+"""Search strategies behind one ask/tell interface: SMAC3 multi-fidelity BO and random search.
+
+SMAC (thesis Sec. 4.4.5-4.4.6): MultiFidelityFacade with Hyperband or successive halving over
+budgets [min_budget, max_budget] with ``eta``, and ParEGO(rho) or a weighted mean aggregation of the
+objectives. Random search (the baseline) samples configurations and runs each at max_budget.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ConfigSpace import Configuration, ConfigurationSpace
+from smac import MultiFidelityFacade, Scenario
+from smac.intensifier.hyperband import Hyperband
+from smac.intensifier.successive_halving import SuccessiveHalving
+from smac.main.exceptions import ConfigurationSpaceExhaustedException
+from smac.model.random_forest import RandomForest
+from smac.multi_objective.aggregation_strategy import MeanAggregationStrategy
+from smac.multi_objective.parego import ParEGO
+from smac.runhistory.dataclasses import TrialInfo, TrialValue
+from smac.runhistory.enumerations import StatusType
+
+from fairnas.search.records import TrialRecord
+from fairnas.search.trial import SUCCESS, TrialOutcome, native_config
+
+STRATEGIES = ("smac", "random")
+SCHEDULERS = {"hyperband": Hyperband, "successive_halving": SuccessiveHalving}
+MULTI_OBJECTIVE_ALGORITHMS = ("parego", "mean")
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A trial a strategy wants evaluated; ``handle`` is the strategy's own trial object."""
+
+    config: dict[str, Any]
+    budget: float
+    handle: Any = None
+
+
+class RandomStrategy:
+    """Samples configurations uniformly (seeded, reproducible) and runs each at ``max_budget``."""
+
+    def __init__(self, configspace: ConfigurationSpace, *, max_budget: float, seed: int):
+        self._space = copy.deepcopy(configspace)
+        self._space.seed(seed)
+        self._budget = float(max_budget)
+
+    def ask(self) -> Proposal | None:
+        return Proposal(native_config(self._space.sample_configuration()), self._budget)
+
+    def tell(self, proposal: Proposal, outcome: TrialOutcome) -> None:
+        """Random search ignores results."""
+
+    def tell_record(self, record: TrialRecord) -> None:
+        """Random search ignores results."""
+
+
+class SmacStrategy:
+    """SMAC3 MultiFidelityFacade driven through ask/tell.
+
+    Uses ``incumbent_selection="highest_budget"``: with SMAC 2.4, multi-objective Hyperband and the
+    default selection fail in ``update_incumbents`` (SMAC3 issue #1050).
+    """
+
+    def __init__(
+        self,
+        configspace: ConfigurationSpace,
+        *,
+        objectives: Sequence[str],
+        min_budget: float,
+        max_budget: float,
+        eta: int,
+        scheduler: str,
+        multi_objective: str,
+        rho: float,
+        objective_weights: Sequence[float] | None,
+        crash_cost: Sequence[float],
+        seed: int,
+        n_trials_hint: int,
+        initial_design_size: int | None,
+        output_directory: Path,
+    ):
+        self._objectives = tuple(objectives)
+        scenario = Scenario(
+            copy.deepcopy(configspace),
+            name="smac",
+            output_directory=output_directory,
+            deterministic=True,
+            objectives=list(objectives),
+            crash_cost=[float(cost) for cost in crash_cost],
+            n_trials=n_trials_hint,
+            min_budget=min_budget,
+            max_budget=max_budget,
+            seed=seed,
+        )
+        intensifier = SCHEDULERS[scheduler](scenario, eta=eta, incumbent_selection="highest_budget")
+        if len(objectives) == 1:
+            aggregation = None
+        elif multi_objective == "parego":
+            aggregation = ParEGO(scenario, rho=rho)
+        else:
+            weights = None if objective_weights is None else [float(w) for w in objective_weights]
+            aggregation = MeanAggregationStrategy(scenario, objective_weights=weights)
+        initial_design = MultiFidelityFacade.get_initial_design(scenario, n_configs=initial_design_size)
+        self._smac = MultiFidelityFacade(
+            scenario,
+            model=_single_threaded_forest(scenario),
+            intensifier=intensifier,
+            multi_objective_algorithm=aggregation,
+            initial_design=initial_design,
+            logging_level=False,  # leave the application's (e.g. Hydra's) logging configuration alone
+            overwrite=True,  # trials.csv, not SMAC's files, is replayed on resume
+        )
+
+    def ask(self) -> Proposal | None:
+        """Next trial, or None once SMAC finds no new configuration (space exhausted)."""
+        try:
+            with warnings.catch_warnings():
+                # SMAC's local search logs the mean step time of an empty list when nothing improves
+                warnings.filterwarnings(
+                    "ignore", "Mean of empty slice|invalid value encountered in scalar divide", RuntimeWarning
+                )
+                info = self._smac.ask()
+        except ConfigurationSpaceExhaustedException:
+            return None
+        return Proposal(native_config(info.config), float(info.budget), info)
+
+    def tell(self, proposal: Proposal, outcome: TrialOutcome) -> None:
+        self._smac.tell(proposal.handle, self._trial_value(outcome))
+
+    def tell_record(self, record: TrialRecord) -> None:
+        """Feed a trial finished in an earlier (interrupted) run back to SMAC (after a first ``ask``)."""
+        config = Configuration(self._smac.scenario.configspace, values=record.config)
+        # deterministic scenario: one instance seed, the one SMAC gives every trial it asks for
+        seed = self._smac.intensifier.get_instance_seed_keys_of_interest()[0].seed
+        info = TrialInfo(config=config, seed=seed, budget=record.budget)
+        self._smac.tell(info, self._trial_value(record.outcome))
+
+    def _trial_value(self, outcome: TrialOutcome) -> TrialValue:
+        cost = [outcome.values[name] for name in self._objectives]
+        status = StatusType.SUCCESS if outcome.status == SUCCESS else StatusType.CRASHED
+        return TrialValue(cost=cost if len(cost) > 1 else cost[0], time=outcome.wall_time_s, status=status)
+
+
+def _single_threaded_forest(scenario: Scenario) -> RandomForest:
+    """The facade's random-forest surrogate (same settings) fitted on one thread.
+
+    SMAC's default (n_jobs=-1) spends more time in joblib scheduling than in fitting the few
+    hundred points of a search, and competes for cores with the trials themselves.
+    """
+    return RandomForest(
+        scenario.configspace,
+        log_y=True,
+        n_trees=10,
+        bootstrapping=True,
+        ratio_features=1.0,
+        min_samples_split=2,
+        min_samples_leaf=1,
+        max_depth=2**20,
+        instance_features=scenario.instance_features,
+        seed=scenario.seed,
+        n_jobs=1,
+    )

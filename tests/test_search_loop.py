@@ -1,0 +1,224 @@
+"""run_search on analytic multi-fidelity problems: strategies, outputs, faults, limits, bad input."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fairnas.search import SearchResult, non_dominated_mask, run_search
+from fairnas.search.analytic import NoisyMultiFidelityProblem
+
+SPACES = Path(__file__).resolve().parents[1] / "searchspaces"
+ZDT1 = NoisyMultiFidelityProblem("zdt1", n_variables=3)
+REFERENCE = [1.5, 8.0]
+
+
+def _search(tmp_path, target=ZDT1, space=None, **overrides):
+    settings = {
+        "objectives": ZDT1.objectives,
+        "min_budget": 1,
+        "max_budget": 4,
+        "output_dir": tmp_path / "search",
+        "n_trials": 12,
+        "reference_point": REFERENCE,
+        **overrides,
+    }
+    return run_search(target, ZDT1.configspace() if space is None else space, **settings)
+
+
+def _check_outputs(result: SearchResult, n_trials: int) -> pd.DataFrame:
+    out = result.output_dir
+    for name in ("trials.csv", "pareto_front.csv", "pareto_front.png", "hypervolume.csv", "search.json"):
+        assert (out / name).is_file(), name
+    trials = pd.read_csv(out / "trials.csv")
+    assert len(trials) == n_trials == len(result.trials)
+    assert trials["trial_id"].is_unique and not trials.duplicated(["config_id", "budget"]).any()
+    front = pd.read_csv(out / "pareto_front.csv")
+    points = front[list(result.objectives)].to_numpy()
+    assert len(front) >= 1 and non_dominated_mask(points).all()
+    assert np.allclose(front["budget"], result.max_budget) and (front["status"] == "success").all()
+    curve = pd.read_csv(out / "hypervolume.csv")
+    assert curve["hypervolume"].is_monotonic_increasing and len(curve) == n_trials
+    assert curve["consumed_budget"].iloc[-1] == pytest.approx(trials["budget"].sum())
+    return trials
+
+
+def test_smac_multi_objective_hyperband_writes_all_outputs(tmp_path):
+    result = _search(tmp_path)
+    trials = _check_outputs(result, 12)
+    assert set(trials["budget"]) <= {1.0, 2.0, 4.0} and {1.0, 4.0} <= set(trials["budget"])
+    assert (trials["seed"] == 0).all() and (trials["status"] == "success").all()
+    curve = pd.read_csv(tmp_path / "search" / "hypervolume.csv")
+    assert curve[["ref_f1", "ref_f2"]].iloc[0].tolist() == REFERENCE
+    assert (
+        curve["hypervolume"].iloc[-1] == pytest.approx(result.hypervolume(REFERENCE))
+        and result.hypervolume(REFERENCE) > 0
+    )
+    assert list((tmp_path / "search" / "smac3" / "smac" / "0").glob("runhistory.json"))
+    # a promoted configuration keeps its id across budgets
+    promoted = trials.groupby("config_id")["budget"].nunique()
+    assert (promoted > 1).any()
+
+
+def test_random_search_runs_every_trial_at_the_maximum_budget(tmp_path):
+    result = _search(tmp_path, strategy="random", n_trials=8)
+    trials = _check_outputs(result, 8)
+    assert (trials["budget"] == 4.0).all()
+    loaded = SearchResult.load(tmp_path / "search")
+    assert loaded.hypervolume(REFERENCE) == pytest.approx(result.hypervolume(REFERENCE))
+
+
+@pytest.mark.parametrize("strategy", ["smac", "random"])
+def test_total_budget_stops_the_search_once_reached(tmp_path, strategy):
+    result = _search(tmp_path, strategy=strategy, n_trials=None, total_budget=18)
+    budgets = result.trials["budget"]
+    assert budgets.sum() >= 18 and budgets.sum() - budgets.iloc[-1] < 18
+
+
+def _crashing_target(config, seed, budget):
+    if config["x0"] > 0.7:
+        raise RuntimeError("diverged\nwith a traceback line")
+    if 0.5 < config["x0"] <= 0.7:
+        raise MemoryError("out of memory")
+    if config["x1"] > 0.6:
+        return {"f1": config["x0"], "f2": math.nan}
+    if config["x2"] > 0.8:
+        return {"f1": config["x0"]}
+    return ZDT1(config, seed, budget)
+
+
+def test_crashes_nan_and_missing_objectives_are_recorded_and_the_search_goes_on(tmp_path):
+    result = _search(tmp_path, target=_crashing_target, strategy="random", n_trials=20, crash_cost=[10.0, 50.0])
+    trials = result.trials
+    crashed = trials[trials["status"] == "crashed"]
+    assert len(trials) == 20 and 0 < len(crashed) < 20
+    assert (crashed["f1"] == 10.0).all() and (crashed["f2"] == 50.0).all()
+    kinds = set()
+    for row in crashed.to_dict("records"):
+        config, message = json.loads(row["config"]), row["error_message"]
+        if config["x0"] > 0.7:
+            kinds.add("raised")
+            assert message == "RuntimeError: diverged with a traceback line"
+        elif config["x0"] > 0.5:
+            kinds.add("out of memory")
+            assert message == "MemoryError: out of memory"
+        elif config["x1"] > 0.6:
+            kinds.add("nan")
+            assert message == "FloatingPointError: non-finite objective values {'f2': nan}"
+        else:
+            kinds.add("missing")
+            assert message.startswith("ValueError: target result lacks objectives ['f2']")
+    assert kinds == {"raised", "out of memory", "nan", "missing"}
+    assert not set(result.pareto_front["config_id"]) & set(crashed["config_id"])
+
+
+def test_smac_survives_crashing_trials(tmp_path):
+    result = _search(tmp_path, target=_crashing_target, n_trials=10)
+    assert len(result.trials) == 10 and (result.trials["status"] == "crashed").any()
+
+
+def test_three_objectives_with_mean_aggregation(tmp_path):
+    dtlz2 = NoisyMultiFidelityProblem("dtlz2", n_variables=4, n_objectives=3)
+    result = run_search(
+        dtlz2,
+        dtlz2.configspace(),
+        objectives=dtlz2.objectives,
+        min_budget=1,
+        max_budget=4,
+        output_dir=tmp_path / "search",
+        n_trials=12,
+        multi_objective="mean",
+        objective_weights=[1, 1, 2],
+    )
+    _check_outputs(result, 12)
+    assert result.hypervolume([3.0, 3.0, 3.0]) > 0
+    assert set(pd.read_csv(tmp_path / "search" / "hypervolume.csv").filter(like="ref_").columns) == {
+        "ref_f1",
+        "ref_f2",
+        "ref_f3",
+    }
+
+
+def test_smac_on_the_paper_space_only_proposes_valid_conditional_configs(tmp_path):
+    def target(config, seed, budget):
+        assert ("lr_adam" in config) == (config["optimizer"] in ("adam", "adamw"))
+        assert ("lr_sgd" in config) == (config["optimizer"] == "sgd")
+        lr = config.get("lr_adam", config.get("lr_sgd"))
+        return {"error": abs(math.log10(lr) + 2.5) / budget, "rank_disparity": config["op0"] / 8}
+
+    result = run_search(
+        target,
+        SPACES / "dpn_paper.yaml",
+        objectives=["error", "rank_disparity"],
+        min_budget=1,
+        max_budget=4,
+        output_dir=tmp_path / "search",
+        n_trials=12,
+    )
+    trials = result.trials
+    assert (trials["status"] == "success").all(), trials["error_message"].tolist()
+    assert trials["lr_adam"].isna().tolist() == (trials["optimizer"] == "sgd").tolist()
+    assert trials["lr_sgd"].isna().tolist() == (trials["optimizer"] != "sgd").tolist()
+
+
+def test_a_space_with_few_configurations_is_not_evaluated_twice(tmp_path):
+    from ConfigSpace import Categorical, ConfigurationSpace
+
+    space = ConfigurationSpace(seed=0)
+    space.add(Categorical("x0", [0.1, 0.9]))
+    result = _search(
+        tmp_path, target=lambda c, s, b: {"f1": c["x0"], "f2": 1 - c["x0"]}, space=space, strategy="random", n_trials=10
+    )
+    assert sorted(result.trials["x0"]) == [0.1, 0.9]
+
+
+def _never_called(config, seed, budget):
+    raise AssertionError("no trial may run on bad input")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"known_objectives": ["f1", "error"]}, r"unknown objectives \['f2'\]"),
+        ({"min_budget": 5}, "min_budget <= max_budget"),
+        ({"eta": 1}, "eta must be an integer >= 2"),
+        ({"strategy": "grid"}, "unknown strategy 'grid'"),
+        ({"scheduler": "asha"}, "unknown scheduler 'asha'"),
+        ({"multi_objective": "nsga2"}, "unknown multi_objective 'nsga2'"),
+        ({"objective_weights": [1, 1]}, "need multi_objective='mean'"),
+        ({"n_trials": None}, "give n_trials or total_budget"),
+        ({"crash_cost": [1.0]}, "crash_cost must be"),
+        ({"reference_point": [1.0]}, "reference_point has 1 values"),
+        ({"objectives": ["f1", "f1"]}, "distinct metric names"),
+        ({"objectives": ["f1", "status"]}, "reserved trials.csv columns"),
+    ],
+)
+def test_bad_input_fails_before_any_trial(tmp_path, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        _search(tmp_path, target=_never_called, **overrides)
+    assert not (tmp_path / "search").exists()
+
+
+def test_space_key_unknown_to_the_training_config_fails_before_any_trial(tmp_path):
+    with pytest.raises(ValueError, match=r"space key 'backbone.ops' \(hyperparameter 'op0'\)"):
+        run_search(
+            _never_called,
+            SPACES / "dpn_paper.yaml",
+            objectives=["error"],
+            min_budget=1,
+            max_budget=4,
+            output_dir=tmp_path / "search",
+            n_trials=3,
+            known_keys={"head", "optimizer", "optimizer.lr"},
+        )
+
+
+def test_resuming_with_different_settings_is_refused(tmp_path):
+    _search(tmp_path, strategy="random", n_trials=2)
+    with pytest.raises(ValueError, match=r"different \['max_budget'\]"):
+        _search(tmp_path, target=_never_called, strategy="random", n_trials=4, max_budget=8)
+    extended = _search(tmp_path, strategy="random", n_trials=4)
+    assert extended.trials["trial_id"].tolist() == [0, 1, 2, 3]

@@ -1,0 +1,108 @@
+"""n_workers=2 on a local Dask cluster: trials run in two non-daemonic worker processes."""
+
+import functools
+import itertools
+import json
+import multiprocessing
+import os
+import time
+
+import pandas as pd
+import pytest
+
+from fairnas.search import run_search
+from fairnas.search.analytic import NoisyMultiFidelityProblem
+
+ZDT1 = NoisyMultiFidelityProblem("zdt1", n_variables=3)
+
+
+def _recording_target(config, seed, budget, *, log_dir):
+    start = time.time()
+    time.sleep(0.3)
+    process = multiprocessing.current_process()
+    (log_dir / f"{os.getpid()}-{start}").write_text(f"{process.daemon},{start},{time.time()}")
+    return ZDT1(config, seed, budget)
+
+
+def test_two_local_dask_workers_evaluate_trials_concurrently(tmp_path):
+    log_dir = tmp_path / "calls"
+    log_dir.mkdir()
+    result = run_search(
+        functools.partial(_recording_target, log_dir=log_dir),
+        ZDT1.configspace(),
+        objectives=ZDT1.objectives,
+        min_budget=1,
+        max_budget=4,
+        output_dir=tmp_path / "search",
+        n_trials=8,
+        n_workers=2,
+    )
+    trials = pd.read_csv(tmp_path / "search" / "trials.csv")
+    assert len(trials) == 8 and (trials["status"] == "success").all()
+    assert not trials.duplicated(["config_id", "budget"]).any() and set(result.trials["budget"]) <= {1.0, 2.0, 4.0}
+    calls = [(path.name.split("-")[0], *path.read_text().split(",")) for path in log_dir.iterdir()]
+    assert len(calls) == 8
+    assert len({pid for pid, *_ in calls}) == 2 and str(os.getpid()) not in {pid for pid, *_ in calls}
+    assert all(daemon == "False" for _, daemon, _, _ in calls)  # DataLoader workers may start
+    intervals = sorted((float(start), float(end)) for _, _, start, end in calls)
+    assert any(next_start < end for (_, end), (next_start, _) in itertools.pairwise(intervals))
+
+
+@pytest.fixture(scope="module")
+def external_scheduler():
+    import dask
+    from distributed import LocalCluster
+
+    with (
+        dask.config.set({"distributed.worker.daemon": False}),
+        LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster,
+    ):
+        yield cluster.scheduler_address
+
+
+@pytest.mark.parametrize("connection", ["address", "scheduler_file"])
+def test_an_existing_dask_scheduler_runs_the_trials(tmp_path, external_scheduler, connection):
+    if connection == "address":
+        where = {"dask_address": external_scheduler}
+    else:  # what `dask scheduler --scheduler-file` writes, as on a SLURM cluster
+        (tmp_path / "scheduler.json").write_text(json.dumps({"type": "Scheduler", "address": external_scheduler}))
+        where = {"dask_scheduler_file": str(tmp_path / "scheduler.json")}
+    result = run_search(
+        ZDT1,
+        ZDT1.configspace(),
+        objectives=ZDT1.objectives,
+        min_budget=1,
+        max_budget=4,
+        strategy="random",
+        output_dir=tmp_path / "search",
+        n_trials=4,
+        n_workers=2,
+        **where,
+    )
+    assert len(result.trials) == 4 and (result.trials["status"] == "success").all()
+
+
+def _dies_for_large_x0(config, seed, budget):
+    if config["x0"] > 0.5:
+        os._exit(1)  # like a worker killed by the kernel's out-of-memory killer
+    return ZDT1(config, seed, budget)
+
+
+@pytest.mark.slow  # waits for the nanny to restart the dead worker
+def test_a_trial_that_kills_its_worker_is_recorded_as_crashed(tmp_path):
+    result = run_search(
+        _dies_for_large_x0,
+        ZDT1.configspace(),
+        objectives=ZDT1.objectives,
+        min_budget=1,
+        max_budget=4,
+        strategy="random",
+        output_dir=tmp_path / "search",
+        n_trials=4,
+        n_workers=2,
+    )
+    trials = result.trials
+    died = trials["x0"] > 0.5
+    assert len(trials) == 4 and died.any()
+    assert (trials.loc[died, "status"] == "crashed").all() and (trials.loc[~died, "status"] == "success").all()
+    assert trials.loc[died, "error_message"].str.startswith("KilledWorker").all()
