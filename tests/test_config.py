@@ -24,12 +24,12 @@ GROUP_OPTIONS = [
 
 def test_all_groups_have_options():
     groups = {group for group, _ in GROUP_OPTIONS}
-    assert {"data", "backbone", "head", "optimizer", "scheduler", "trainer", "logger", "experiment"} <= groups
+    assert {"data", "backbone", "head", "optimizer", "scheduler", "trainer", "logger", "experiment", "search"} <= groups
 
 
 @pytest.mark.parametrize(("group", "option"), GROUP_OPTIONS, ids=[f"{g}={o}" for g, o in GROUP_OPTIONS])
 def test_every_option_composes_and_resolves(group, option, tmp_path):
-    cfg = compose_config("train", [f"{group}={option}"], output_dir=tmp_path)
+    cfg = compose_config("search" if group == "search" else "train", [f"{group}={option}"], output_dir=tmp_path)
     resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
     assert resolved["output_dir"] == str(tmp_path)
     if group == "experiment" and option.endswith("_paper"):

@@ -1,6 +1,25 @@
-"""Evaluation metrics: face identification error/rank and per-group fairness disparities."""
+"""Evaluation metrics: face identification error/rank, per-group fairness disparities, and face verification."""
 
 from fairnas.metrics.fairness import group_disparities
-from fairnas.metrics.identification import face_identification_metrics, probe_ranks
+from fairnas.metrics.identification import IDENTIFICATION_METRICS, face_identification_metrics, probe_ranks
+from fairnas.metrics.verification import (
+    det_figure,
+    frvt_error_rates,
+    kfold_accuracy,
+    pair_scores,
+    tar_at_far,
+    verification_metrics,
+)
 
-__all__ = ["face_identification_metrics", "group_disparities", "probe_ranks"]
+__all__ = [
+    "IDENTIFICATION_METRICS",
+    "det_figure",
+    "face_identification_metrics",
+    "frvt_error_rates",
+    "group_disparities",
+    "kfold_accuracy",
+    "pair_scores",
+    "probe_ranks",
+    "tar_at_far",
+    "verification_metrics",
+]

@@ -21,9 +21,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fairnas.metrics.fairness import group_disparities
+from fairnas.metrics.fairness import DISPARITY_METRICS, group_disparities
 
 RANK_BY_CHOICES = ("identity", "image")
+IDENTIFICATION_METRICS = ("error", "accuracy", "rank", *DISPARITY_METRICS)
+"""Summary metrics of :func:`face_identification_metrics` (besides ``n_probes`` and the per-group ones)."""
 
 
 def face_identification_metrics(

@@ -1,0 +1,106 @@
+"""The search's target for faces: ``target(config, seed, budget) -> {objective: value}`` trains with ``train(cfg)``.
+
+Budgets are epochs. The learning-rate schedule of every trial is defined over ``max_budget`` epochs, so a
+configuration promoted from budget b to b' can continue its budget-b checkpoint for b' - b more epochs and end
+exactly where training to b' directly would (beyond the paper, which retrained every rung from scratch).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from fairnas.config import compose_config
+from fairnas.io import write_json_atomic
+from fairnas.search import config_id
+from fairnas.training.train import train
+
+TRIAL_FILE = "trial.json"
+
+
+class TrainingTarget:
+    """Trains one configuration of a search space at a budget and returns its metrics on ``split``.
+
+    Each run lives in ``<trials_dir>/<config id>/seed<seed>/epochs<budget>`` with the usual ``train`` outputs
+    plus ``trial.json`` (written last) recording which checkpoint it continued and how many epochs it ran; a run
+    whose ``trial.json`` exists is not trained again.
+    """
+
+    def __init__(
+        self,
+        overrides: Callable[[dict[str, Any]], list[str]],
+        *,
+        objectives: Sequence[str],
+        trials_dir: str | Path,
+        max_budget: float,
+        base_overrides: Sequence[str] = (),
+        split: str = "val",
+        continue_across_fidelities: bool = True,
+    ):
+        self.overrides = overrides
+        self.objectives = list(objectives)
+        self.trials_dir = Path(trials_dir)
+        self.max_epochs = epochs(max_budget)
+        self.base_overrides = list(base_overrides)
+        self.split = split
+        self.continue_across_fidelities = continue_across_fidelities
+
+    def __call__(self, config: dict[str, Any], seed: int, budget: float) -> dict[str, float]:
+        metrics = self.run(config, seed, budget)
+        return {name: metrics[self.split][name] for name in self.objectives}
+
+    def run(self, config: dict[str, Any], seed: int, budget: float) -> dict:
+        """Train ``config`` to ``budget`` epochs (continuing a lower-budget run if allowed); the full metrics."""
+        n_epochs = epochs(budget)
+        seed_dir = self.trials_dir / config_id(config) / f"seed{seed}"
+        run_dir = seed_dir / f"epochs{n_epochs}"
+        if (run_dir / TRIAL_FILE).is_file():  # finished before (e.g. a final-evaluation seed the search ran)
+            return json.loads((run_dir / "metrics.json").read_text())
+        previous = self._checkpoint_below(seed_dir, n_epochs) if self.continue_across_fidelities else None
+        overrides = [
+            *self.base_overrides,
+            *self.overrides(config),
+            f"seed={seed}",
+            f"trainer.max_epochs={n_epochs}",
+            f"scheduler.horizon_epochs={self.max_epochs}",
+        ]
+        if previous is not None:
+            overrides.append(f"resume_from={previous[1]}")
+        metrics = train(compose_config("train", overrides, output_dir=run_dir))
+        start = previous[0] if previous else 0
+        write_json_atomic(run_dir / TRIAL_FILE, {
+            "config": config, "seed": seed, "budget": budget, "overrides": overrides,
+            "continued_from_epoch": start, "epochs_run": n_epochs - start,
+        })
+        return metrics
+
+    @staticmethod
+    def _checkpoint_below(seed_dir: Path, n_epochs: int) -> tuple[int, Path] | None:
+        """The finished run of this configuration and seed with the most epochs below ``n_epochs``."""
+        finished = []
+        for run_dir in seed_dir.glob("epochs*"):
+            done = int(run_dir.name.removeprefix("epochs"))
+            checkpoint = run_dir / "checkpoints" / "last.ckpt"
+            if done < n_epochs and checkpoint.is_file() and (run_dir / "metrics.json").is_file():
+                finished.append((done, checkpoint))
+        return max(finished, default=None)
+
+
+def epochs(budget: float) -> int:
+    """A search budget as a whole number of epochs (Hyperband budgets between integers are rounded)."""
+    if not math.isfinite(budget) or budget < 0.5:
+        raise ValueError(f"budget={budget} must be at least one epoch")
+    return int(round(budget))
+
+
+def epochs_saved(trials_dir: str | Path) -> tuple[int, int]:
+    """(epochs actually trained, epochs saved by continuing) over all runs under ``trials_dir``."""
+    trained = saved = 0
+    for record in Path(trials_dir).glob(f"*/seed*/epochs*/{TRIAL_FILE}"):
+        trial = json.loads(record.read_text())
+        trained += trial["epochs_run"]
+        saved += trial["continued_from_epoch"]
+    return trained, saved

@@ -1,0 +1,89 @@
+"""``python search.py``: the face search end to end on tiny synthetic data, and its input checks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from fairnas.cli import run_cli
+from fairnas.config import compose_config
+from fairnas.training.search_task import run_face_search
+from tests.conftest import TINY_DATA
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def search_config(tmp_path, cache_dir, *overrides):
+    train_overrides = [*TINY_DATA, f"paths.cache_dir={cache_dir}", "logger=none"]
+    return compose_config(
+        "search",
+        ["search.train_overrides=[" + ",".join(f"'{o}'" for o in train_overrides) + "]", "search.min_budget=1", "search.max_budget=2",
+         "search.name=tiny", *overrides],
+        output_dir=tmp_path / "search",
+    )
+
+
+def test_search_writes_every_output_and_continues_across_fidelities(tmp_path, cache_dir):
+    cfg = search_config(tmp_path, cache_dir, "search.total_budget=7", "search.final_seeds=2")
+    result = run_face_search(cfg)
+
+    out = tmp_path / "search"
+    trials = pd.read_csv(out / "trials.csv")
+    assert len(trials) == len(result.trials) >= 3
+    assert {"error", "rank_disparity", "budget", "seed", "status", "wall_time_s", "op0", "head"} <= set(trials)
+    assert (trials["status"] == "success").all()
+    assert set(trials["budget"]) == {1.0, 2.0}
+    for name in ("pareto_front.csv", "pareto_front.png", "hypervolume.csv", "final_front.csv"):
+        assert (out / name).is_file(), name
+    assert (out / "smac3").is_dir()
+    assert any((out / "wandb").glob("offline-run-*"))
+
+    promoted = [json.loads(p.read_text()) for p in out.glob("trials/*/seed*/epochs2/trial.json")]
+    continued = [t for t in promoted if t["continued_from_epoch"] == 1]
+    assert continued and all(t["epochs_run"] == 1 for t in continued)
+
+    final = pd.read_csv(out / "final_front.csv")
+    assert len(final) == len(result.pareto_front)
+    assert (final["n_seeds"] == 2).all()
+    assert {"val/error_mean", "val/error_sem", "test/rank_disparity_mean", "test/rank_disparity_sem"} <= set(final)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("search.objectives=[error,unfairness]", "unfairness"),
+        ("search.min_budget=3", "min_budget"),
+        ("search.eta=1", "eta"),
+        ("search.space=searchspaces/nope.yaml", "search.space: space file 'searchspaces/nope.yaml' does not exist"),
+    ],
+)
+def test_bad_search_input_fails_before_any_trial(tmp_path, cache_dir, capsys, override, message):
+    cfg = search_config(tmp_path, cache_dir, override)
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(run_face_search, cfg)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
+    assert not (tmp_path / "search" / "trials").exists()
+
+
+def test_space_key_missing_from_training_config_is_named(tmp_path, cache_dir, capsys):
+    space = tmp_path / "space.yaml"
+    space.write_text("hyperparameters:\n  width: {type: integer, lower: 1, upper: 4, key: backbone.width}\n")
+    cfg = search_config(tmp_path, cache_dir, f"search.space={space}")
+    with pytest.raises(SystemExit):
+        run_cli(run_face_search, cfg)
+    assert "backbone.width" in capsys.readouterr().err
+
+
+def test_search_cli_exit_code(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(REPO / "search.py"), f"hydra.run.dir={tmp_path}", "search.eta=1"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )
+    assert result.returncode == 2 and result.stderr.strip().splitlines()[-1].startswith("error:")
