@@ -2,28 +2,47 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
+
+import pandas as pd
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path`` to write to; on success fsync it and rename it onto ``path``.
+
+    The temporary name keeps ``path``'s suffix, so writers that choose a format by extension (savefig) work.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    os.close(handle)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        with open(tmp, "rb+") as written:
+            os.fsync(written.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path``, flush it to disk, then rename it over ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Replace ``path`` with ``text`` atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
+def write_csv_atomic(frame: pd.DataFrame, path: str | Path) -> None:
+    """Replace ``path`` with ``frame`` as CSV (no index) atomically."""
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False)
 
 
 def write_json_atomic(path: str | Path, data: Any) -> None:

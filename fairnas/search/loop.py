@@ -20,7 +20,8 @@ from ConfigSpace import ConfigurationSpace
 
 from fairnas.search.parallel import TrialPool, open_pool
 from fairnas.search.progress import progress_line
-from fairnas.search.records import RESERVED_COLUMNS, TrialKey, TrialRecord, TrialStore, atomic_path, trial_key
+from fairnas.io import atomic_path
+from fairnas.search.records import RESERVED_COLUMNS, TrialKey, TrialRecord, TrialStore, trial_key
 from fairnas.search.result import SETTINGS_FILE, TRIALS_FILE, SearchResult, write_outputs
 from fairnas.search.space import KeyValidator, SearchSpace, check_known_keys, load_space
 from fairnas.search.strategies import (

@@ -7,17 +7,15 @@ never a torn one. On restart the records tell which (configuration, budget) pair
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from fairnas.io import atomic_path, write_csv_atomic
 from fairnas.search.trial import TrialOutcome, config_id, native_config
 
 BASE_COLUMNS = ("trial_id", "config_id", "budget", "seed", "status")
@@ -46,29 +44,6 @@ class TrialRecord:
         return trial_key(self.config, self.budget)
 
 
-@contextlib.contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; on success fsync it and move it onto ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
-    os.close(handle)
-    tmp = Path(tmp_name)
-    try:
-        yield tmp
-        with open(tmp, "rb+") as written:
-            os.fsync(written.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def write_frame(frame: pd.DataFrame, path: str | Path) -> None:
-    """Write a DataFrame as CSV atomically."""
-    with atomic_path(path) as tmp:
-        frame.to_csv(tmp, index=False)
-
-
 class TrialStore:
     """Finished trials of one search, mirrored to ``trials.csv`` after every append."""
 
@@ -81,7 +56,7 @@ class TrialStore:
     def append(self, record: TrialRecord) -> None:
         """Add a finished trial and durably rewrite trials.csv."""
         self.records.append(record)
-        write_frame(self.frame(), self.path)
+        write_csv_atomic(self.frame(), self.path)
 
     def frame(self) -> pd.DataFrame:
         """All records as a DataFrame: ids, budget, seed, status, objectives, timing, error, config."""

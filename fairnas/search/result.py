@@ -13,7 +13,7 @@ import pandas as pd
 from fairnas.search.hypervolume import default_reference_point, hypervolume, hypervolume_curve
 from fairnas.search.pareto import final_trials, pareto_front
 from fairnas.search.plots import pareto_figure
-from fairnas.search.records import atomic_path, write_frame
+from fairnas.io import atomic_path, write_csv_atomic
 
 SETTINGS_FILE = "search.json"
 TRIALS_FILE = "trials.csv"
@@ -83,8 +83,8 @@ def write_outputs(result: SearchResult, reference_point: Sequence[float] | None,
         )
     else:
         curve = result.hypervolume_curve(reference)
-    write_frame(result.pareto_front, result.output_dir / "pareto_front.csv")
-    write_frame(curve, result.output_dir / "hypervolume.csv")
+    write_csv_atomic(result.pareto_front, result.output_dir / "pareto_front.csv")
+    write_csv_atomic(curve, result.output_dir / "hypervolume.csv")
     if plot:
         figure = pareto_figure(result.trials, result.pareto_front, result.objectives, result.max_budget)
         with atomic_path(result.output_dir / "pareto_front.png") as tmp:
