@@ -122,6 +122,7 @@ class SearchableDPN(nn.Module):
             nn.MaxPool2d(kernel_size=3, stride=2, padding=1),
         )
         in_chs = num_init_features
+        self.stage_ends: list[str] = []  # the last block of every stage
         for stage, (depth, inc) in enumerate(zip(k_sec, inc_sec, strict=True)):
             residual_chs, mid_chs = base_width * 2**stage, k_r * 2**stage
             for index in range(depth):
@@ -130,6 +131,7 @@ class SearchableDPN(nn.Module):
                     self.ops, in_chs, mid_chs, residual_chs, inc, groups, block_type
                 )
                 in_chs = in_chs + inc if index else residual_chs + 3 * inc
+            self.stage_ends.append(f"conv{stage + 2}_{depth}")
         blocks["final_bn_act"] = ConcatBnAct(in_chs)
 
         self.num_features: int = in_chs
@@ -138,6 +140,22 @@ class SearchableDPN(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.pool(self.features(x))
+
+    def stage_features(self, x: torch.Tensor, last: int = 2) -> list[torch.Tensor]:
+        """Feature maps [B, C, H, W] of the last ``last`` stages, earliest first (linear probes, Sec. 4.5.7).
+
+        A stage's output is its last block's residual and dense paths concatenated; the last stage's is taken
+        after the final BN -> ELU, i.e. the map :meth:`forward` pools.
+        """
+        if not 1 <= last <= len(self.stage_ends):
+            raise ValueError(f"last={last} must be in [1, {len(self.stage_ends)}] (the number of stages)")
+        outputs = []
+        for name, layer in self.features.named_children():
+            x = layer(x)
+            if name in self.stage_ends:
+                outputs.append(torch.cat(x, dim=1))
+        outputs[-1] = x
+        return outputs[-last:]
 
 
 def _check_widths(

@@ -1,0 +1,48 @@
+"""Face embeddings of image files with a trained embedder, batched through the project's dataset and transforms."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from fairnas.data.dataset import FaceImageDataset
+from fairnas.data.transforms import build_transforms
+
+
+def embed_batch(embedder: nn.Module, images: torch.Tensor, tta_flip: bool) -> torch.Tensor:
+    """L2-normalised embeddings; with ``tta_flip`` of the sum of the image's and its mirror image's embeddings.
+
+    Differentiable; :func:`embed_images` calls it without gradients.
+    """
+    embeddings = embedder(images)
+    if tta_flip:
+        embeddings = embeddings + embedder(torch.flip(images, dims=[3]))
+    return nn.functional.normalize(embeddings, dim=1)
+
+
+@torch.no_grad()
+def embed_images(
+    embedder: nn.Module,
+    root: Path,
+    paths: Sequence[str],
+    transforms: Mapping,
+    *,
+    tta_flip: bool = True,
+    batch_size: int = 256,
+    num_workers: int = 0,
+    device: str | torch.device = "cpu",
+) -> np.ndarray:
+    """float32 [N, D] unit embeddings of ``root/<path>`` for every path, under the evaluation ``transforms``
+    (the keyword arguments of :func:`~fairnas.data.transforms.build_transforms`, e.g. a run's data.transforms)."""
+    n_images = len(paths)
+    dataset = FaceImageDataset(root, list(paths), np.zeros(n_images, dtype=int), np.zeros(n_images, dtype=int),
+                               build_transforms(train=False, **transforms))
+    loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers)
+    embedder = embedder.eval().to(device)
+    batches = [embed_batch(embedder, batch["image"].to(device), tta_flip).cpu() for batch in loader]
+    return torch.cat(batches).numpy()
