@@ -19,7 +19,7 @@ def test_train_writes_config_checkpoint_and_all_metrics(tiny_config, tmp_path):
 
     run = tmp_path / "run"
     saved = json.loads((run / "metrics.json").read_text())
-    assert saved["epochs_trained"] == 1
+    assert saved["epochs_trained"] == saved["val"]["epoch"] == saved["test"]["epoch"] == 1
     for stage in ("val", "test"):
         assert METRIC_KEYS <= set(saved[stage])
         assert {"error/g0", "error/g1", "rank/g0", "rank/g1", "accuracy/g0", "n_probes/g1"} <= set(saved[stage])

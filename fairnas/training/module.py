@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.trainer.states import TrainerFn
 from torch import nn
 
 from fairnas.metrics import face_identification_metrics
@@ -21,7 +22,10 @@ class FaceRecognitionModule(pl.LightningModule):
     Evaluation is open-set (thesis Sec. 4.3.4): embeddings of held-out identities are ranked by distance and the
     per-group error and rank give the fairness metrics (``fairnas.metrics``). ``regularizers`` maps a name to a
     module ``reg(batch=..., embeddings=..., logits=..., module=...) -> scalar`` with a ``weight`` attribute; each
-    is added to the loss with its weight and logged as ``train/<name>``.
+    is added to the loss with its weight and logged as ``train/<name>``. A regulariser with a true
+    ``requires_input_grad`` attribute gets a batch whose ``image`` requires gradients (the embeddings are then
+    differentiable in the input). ``evaluators`` maps a name to ``evaluate(module, stage) -> {metric: value}``,
+    whose metrics join each validation/test evaluation (e.g. :mod:`fairnas.robustness` robustness bias).
     """
 
     def __init__(
@@ -35,12 +39,14 @@ class FaceRecognitionModule(pl.LightningModule):
         regularizers: Mapping[str, nn.Module] | None = None,
         tta_flip: bool = True,
         rank_by: str = "identity",
+        evaluators: Mapping[str, Callable[[FaceRecognitionModule, str], Mapping[str, float]]] | None = None,
     ):
         super().__init__()
         self.embedder, self.head, self.loss = embedder, head, loss
         self.regularizers = nn.ModuleDict(dict(regularizers or {}))
         self.optimizer_factory, self.scheduler_config = optimizer, dict(scheduler or {"name": "constant"})
         self.group_order, self.tta_flip, self.rank_by = list(group_order), tta_flip, rank_by
+        self.evaluators = dict(evaluators or {})
         self.evaluations: dict[str, dict[str, float]] = {}
         self._outputs: dict[str, list[dict[str, torch.Tensor]]] = {stage: [] for stage in EVAL_STAGES}
 
@@ -49,6 +55,8 @@ class FaceRecognitionModule(pl.LightningModule):
         return self.embedder(images)
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        if any(getattr(regularizer, "requires_input_grad", False) for regularizer in self.regularizers.values()):
+            batch["image"].requires_grad_(True)
         embeddings = self.embedder(batch["image"])
         output = self.head(embeddings, batch["label"])
         terms = {"classification": self.loss(output.logits, batch["label"]), **output.aux_losses}
@@ -64,9 +72,11 @@ class FaceRecognitionModule(pl.LightningModule):
         self.log_dict({f"train/{name}": value.detach() for name, value in terms.items()}, batch_size=batch_size)
         return loss
 
-    @torch.no_grad()
     def embed(self, images: torch.Tensor) -> torch.Tensor:
-        """L2-normalised embeddings; with ``tta_flip`` the sum of the image's and its mirror's embeddings."""
+        """L2-normalised embeddings; with ``tta_flip`` the sum of the image's and its mirror's embeddings.
+
+        Differentiable (robustness attacks differentiate through it); evaluation loops call it without gradients.
+        """
         embeddings = self.embedder(images)
         if self.tta_flip:
             embeddings = embeddings + self.embedder(torch.flip(images, dims=[3]))
@@ -99,7 +109,10 @@ class FaceRecognitionModule(pl.LightningModule):
             embeddings, torch.cat([o["label"] for o in outputs]), groups,
             group_order=self.group_order, rank_by=self.rank_by, normalize=False,
         )
-        self.evaluations[stage] = {**metrics, "epoch": self.current_epoch + 1}
+        for evaluate in self.evaluators.values():
+            metrics.update(evaluate(self, stage))
+        fitting = self.trainer.state.fn == TrainerFn.FITTING
+        self.evaluations[stage] = {**metrics, "epoch": self.current_epoch + 1 if fitting else self.current_epoch}
         self.log_dict({f"{stage}/{name}": float(value) for name, value in metrics.items()})
 
     def configure_optimizers(self):

@@ -26,13 +26,18 @@ from fairnas.training.target import TrainingTarget, epochs_saved
 
 log = logging.getLogger(__name__)
 FINAL_FRONT_FILE = "final_front.csv"
+ROBUSTNESS_BIAS = "robustness_bias"  # thesis eq. 2.3, reported with eval.robustness_bias=true
 
 
 def run_face_search(cfg: DictConfig) -> SearchResult:
     """Run the search described by ``cfg.search``; outputs go to ``cfg.output_dir``."""
     settings = cfg.search
     output_dir = Path(cfg.output_dir)
+    for name in ("pytorch_lightning", "lightning.pytorch", "lightning.fabric"):  # one progress line per trial
+        logging.getLogger(name).setLevel(logging.WARNING)
     train_overrides = list(settings.train_overrides)
+    if ROBUSTNESS_BIAS in settings.objectives:  # evaluated only when asked for: it runs an attack
+        train_overrides.append(f"eval.{ROBUSTNESS_BIAS}=true")
     space = load_space(resolve_space_path(settings.space), seed=settings.seed)
     check_space_keys(space, train_overrides)
     target = TrainingTarget(
@@ -103,7 +108,7 @@ def evaluate_front(result: SearchResult, target: TrainingTarget, seeds: Sequence
 
 def known_objectives() -> list[str]:
     """Metric names training reports per split, usable as search objectives."""
-    return list(IDENTIFICATION_METRICS)
+    return [*IDENTIFICATION_METRICS, ROBUSTNESS_BIAS]
 
 
 def resolve_space_path(space: str) -> Path:

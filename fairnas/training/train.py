@@ -6,18 +6,23 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from pathlib import Path
 
 import pytorch_lightning as pl
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from fairnas.data import FaceDataModule
 from fairnas.io import write_json_atomic, write_text_atomic
-from fairnas.models import FaceEmbedder, build_head
 from fairnas.losses import build_classification_loss
+from fairnas.models import FaceEmbedder, build_head
+from fairnas.robustness.evaluation import RobustnessBiasEvaluation
 from fairnas.training.module import FaceRecognitionModule
 
 log = logging.getLogger(__name__)
+# Lightning 2.6 calls a deprecated torch pytree API on every step; the warning is upstream's and not actionable.
+warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
 
 
 def train(cfg: DictConfig) -> dict:
@@ -29,23 +34,7 @@ def train(cfg: DictConfig) -> dict:
     output_dir = Path(cfg.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     pl.seed_everything(cfg.seed, workers=True)
-
-    # Cheap parts first, so their errors come before the data set is rendered or indexed.
-    embedder = FaceEmbedder(instantiate(cfg.backbone), embedding_dim=cfg.embedding_dim, dropout=cfg.dropout)
-    loss = build_classification_loss(**cfg.loss)
-    optimizer = instantiate(cfg.optimizer)
-    datamodule = instantiate(cfg.data, seed=cfg.seed)
-    module = FaceRecognitionModule(
-        embedder=embedder,
-        head=build_head(embedding_dim=cfg.embedding_dim, num_classes=datamodule.num_classes, **cfg.head),
-        loss=loss,
-        optimizer=optimizer,
-        scheduler=OmegaConf.to_container(cfg.scheduler, resolve=True) if cfg.get("scheduler") else None,
-        group_order=datamodule.group_order,
-        regularizers={name: instantiate(node) for name, node in (cfg.get("regularizer") or {}).items()},
-        tta_flip=cfg.eval.tta_flip,
-        rank_by=cfg.eval.rank_by,
-    )
+    module, datamodule = build_model(cfg)
     loggers = [instantiate(node) for node in (cfg.get("logger") or {}).values()]
     trainer: pl.Trainer = instantiate(
         cfg.trainer,
@@ -75,6 +64,32 @@ def train(cfg: DictConfig) -> dict:
              metrics["val"]["error"], metrics["val"]["rank_disparity"],
              metrics["test"]["error"], metrics["test"]["rank_disparity"], output_dir / "metrics.json")
     return metrics
+
+
+def build_model(cfg: DictConfig) -> tuple[FaceRecognitionModule, FaceDataModule]:
+    """The LightningModule and data module a training config describes (also rebuilds a saved run's model)."""
+    # Cheap parts first, so their errors come before the data set is rendered or indexed.
+    embedder = FaceEmbedder(instantiate(cfg.backbone), embedding_dim=cfg.embedding_dim, dropout=cfg.dropout)
+    loss = build_classification_loss(**cfg.loss)
+    optimizer = instantiate(cfg.optimizer)
+    regularizers = {name: instantiate(node) for name, node in (cfg.get("regularizer") or {}).items()}
+    evaluators = {}
+    if cfg.eval.get("robustness_bias"):
+        evaluators["robustness_bias"] = RobustnessBiasEvaluation(**cfg.eval.robustness)
+    datamodule = instantiate(cfg.data, seed=cfg.seed)
+    module = FaceRecognitionModule(
+        embedder=embedder,
+        head=build_head(embedding_dim=cfg.embedding_dim, num_classes=datamodule.num_classes, **cfg.head),
+        loss=loss,
+        optimizer=optimizer,
+        scheduler=OmegaConf.to_container(cfg.scheduler, resolve=True) if cfg.get("scheduler") else None,
+        group_order=datamodule.group_order,
+        regularizers=regularizers,
+        tta_flip=cfg.eval.tta_flip,
+        rank_by=cfg.eval.rank_by,
+        evaluators=evaluators,
+    )
+    return module, datamodule
 
 
 def _close_loggers(loggers: list) -> None:

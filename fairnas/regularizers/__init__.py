@@ -1,0 +1,6 @@
+"""Fairness and robustness-bias training terms, one per file, each ``reg(batch=..., embeddings=..., logits=...,
+module=...) -> scalar`` with a ``weight`` (see :class:`~fairnas.training.module.FaceRecognitionModule`)."""
+
+from fairnas.regularizers.robustness_bias import RobustnessBiasRegularizer
+
+__all__ = ["RobustnessBiasRegularizer"]

@@ -1,0 +1,73 @@
+"""AdvERM's robustness-bias regulariser (thesis Sec. 2.9, eqs. 2.7-2.9; Nanda et al., FAccT 2021).
+
+For every sample of the batch, the DeepFool linearised distance of eq. 2.8 between its class y and the runner-up
+class k of the head's cosine logits s * cos (without margin),
+
+    d(x) = (f_y - f_k) / ||grad_x (f_y - f_k)||,     in pixel units (inputs = (pixels - mean) / pixel_std),
+
+is signed (negative when x is misclassified, which plays the role of eq. 2.7's y = y_hat condition) and turned into
+a smooth indicator s(x) = sigmoid((d(x) - tau) / temperature) of 1{d(x) > tau}. For each protected group P in the
+batch, eq. 2.9 is
+
+    RB(P, tau) = | mean_{x in P} s(x) - mean_{x not in P} s(x) |,
+
+and the regulariser is the largest RB(P, tau) over groups (for two groups, the one value of eq. 2.9); it is 0 when
+the batch holds fewer than two groups. AdvERM = loss + alpha * RB: the training module adds it with
+``weight = alpha``. Differentiating d(x) needs second derivatives (one extra backward with ``create_graph``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from fairnas.robustness.linearized import linearized_boundary_distance
+
+
+class RobustnessBiasRegularizer(nn.Module):
+    """``alpha * max_P RB(P, tau)`` of the batch (eq. 2.9); see the module docstring.
+
+    Args:
+        alpha: weight of the term in the loss (exposed as ``weight``).
+        tau: the distance threshold, in pixel units (pixels in [0, 1]), as in ``audit.py``'s curves.
+        temperature: width of the sigmoid standing in for 1{d > tau}; smaller is closer to the indicator.
+        pixel_std: per-channel std of the data pipeline's normalisation (``data.transforms.std``).
+    """
+
+    requires_input_grad = True
+
+    def __init__(self, alpha: float, tau: float, temperature: float = 0.05, pixel_std: Sequence[float] = (0.5,) * 3):
+        super().__init__()
+        if alpha < 0:
+            raise ValueError(f"regularizer.robustness_bias.alpha={alpha} must be non-negative")
+        if tau < 0:
+            raise ValueError(f"regularizer.robustness_bias.tau={tau} must be non-negative")
+        if temperature <= 0:
+            raise ValueError(f"regularizer.robustness_bias.temperature={temperature} must be positive")
+        if not len(pixel_std) or min(pixel_std) <= 0:
+            raise ValueError(f"regularizer.robustness_bias.pixel_std={list(pixel_std)} must be positive per channel")
+        self.weight, self.tau, self.temperature = float(alpha), float(tau), float(temperature)
+        self.pixel_std = tuple(float(s) for s in pixel_std)
+
+    def forward(
+        self, *, batch: dict, embeddings: torch.Tensor, logits: torch.Tensor, module: nn.Module
+    ) -> torch.Tensor:
+        groups = batch["group"]
+        present = [g for g in torch.unique(groups).tolist() if g >= 0]
+        if len(present) < 2:
+            return embeddings.new_zeros(())
+        images = batch["image"]
+        if not images.requires_grad:
+            raise RuntimeError("the robustness-bias regulariser needs batch['image'] to require gradients "
+                               "(FaceRecognitionModule enables them for regularisers with requires_input_grad)")
+        cosine_logits = module.head(embeddings).logits
+        distance = linearized_boundary_distance(cosine_logits, images, batch["label"], create_graph=True,
+                                                pixel_std=self.pixel_std)
+        beyond_tau = torch.sigmoid((distance - self.tau) / self.temperature)
+        gaps = []
+        for group in present:
+            in_group = groups == group
+            gaps.append((beyond_tau[in_group].mean() - beyond_tau[~in_group & (groups >= 0)].mean()).abs())
+        return torch.stack(gaps).max()

@@ -1,0 +1,80 @@
+"""Distances of a split's probes to the decision boundary, and the robustness-bias evaluation of training."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from pytorch_lightning.trainer.states import TrainerFn
+from torch.utils.data import DataLoader, Subset
+
+from fairnas.robustness.bias import robustness_bias_report
+from fairnas.robustness.estimators import DistanceEstimator, build_estimator
+from fairnas.robustness.probes import ProbeSet, build_probe_set, check_probe_settings
+
+if TYPE_CHECKING:
+    from fairnas.training.module import FaceRecognitionModule
+
+log = logging.getLogger(__name__)
+
+
+def measure_distances(
+    probes: ProbeSet, estimators: Mapping[str, DistanceEstimator], *, batch_size: int = 64
+) -> dict[str, np.ndarray]:
+    """Distance of every probe to the boundary of ``probes.classifier``, per estimator name, in pixel units."""
+    classifier = probes.classifier
+    device = classifier.centres.device
+    loader = DataLoader(Subset(probes.dataset, probes.indices.tolist()), batch_size=batch_size)
+    parts: dict[str, list[np.ndarray]] = {name: [] for name in estimators}
+    done = 0
+    for batch in loader:
+        pixels = classifier.to_pixels(batch["image"].to(device))
+        labels = torch.as_tensor(probes.labels[done:done + len(pixels)], device=device)
+        for name, estimator in estimators.items():
+            parts[name].append(estimator(classifier, pixels, labels).cpu().numpy())
+        done += len(pixels)
+        log.info("distances to the boundary: %d/%d probes", done, len(probes.indices))
+    return {name: np.concatenate(values) for name, values in parts.items()}
+
+
+class RobustnessBiasEvaluation:
+    """Evaluation hook of :class:`~fairnas.training.module.FaceRecognitionModule` (``eval.robustness_bias``).
+
+    ``evaluation(module, stage)`` returns ``robustness_bias`` (max over groups of |sigma|, thesis eq. 2.3) and
+    ``robustness_sigma/<group>``, ``robustness_auc/<group>`` from one distance estimator on a seeded subset of
+    ``max_probes`` probes of the stage's split (:mod:`fairnas.robustness.probes`). Attacks cost far more than
+    ranking, so unless ``every_epoch`` it runs only after the last training epoch and outside fitting.
+    """
+
+    def __init__(
+        self,
+        method: str = "deepfool",
+        options: Mapping | None = None,
+        max_probes: int | None = 256,
+        gallery_images: int = 1,
+        batch_size: int = 64,
+        every_epoch: bool = False,
+        seed: int = 0,
+    ) -> None:
+        check_probe_settings(gallery_images, max_probes)
+        self.method = method
+        self.estimator = build_estimator(method, **dict(options or {}))
+        self.max_probes, self.gallery_images, self.batch_size = max_probes, gallery_images, batch_size
+        self.every_epoch, self.seed = every_epoch, seed
+
+    def __call__(self, module: FaceRecognitionModule, stage: str) -> dict[str, float]:
+        trainer = module.trainer
+        fitting = trainer.state.fn == TrainerFn.FITTING
+        if fitting and not self.every_epoch and module.current_epoch + 1 < trainer.max_epochs:
+            return {}
+        dataset = trainer.datamodule.dataset(stage, train_transforms=False)
+        # Lightning evaluates under inference mode; attacks need input gradients.
+        with torch.inference_mode(False), torch.enable_grad():
+            probes = build_probe_set(module, dataset, split=stage, gallery_images=self.gallery_images,
+                                     max_probes=self.max_probes, seed=self.seed, batch_size=self.batch_size)
+            distances = measure_distances(probes, {self.method: self.estimator}, batch_size=self.batch_size)
+        groups = [module.group_order[g] for g in probes.groups]
+        return robustness_bias_report(distances[self.method], groups, module.group_order).metrics()

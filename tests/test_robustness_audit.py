@@ -1,0 +1,115 @@
+"""Robustness bias end to end: the training evaluation hook (a search objective) and the audit of a checkpoint."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from fairnas.config import compose_config
+from fairnas.robustness.audit import audit
+from fairnas.training import train
+
+ROOT = Path(__file__).resolve().parents[1]
+FAST_HOOK = ("eval.robustness_bias=true", "eval.robustness.max_probes=12", "eval.robustness.options={steps: 5}")
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory, cache_dir):
+    """One tiny run with the robustness-bias evaluation on; its output folder and returned metrics."""
+    from tests.conftest import TINY_DATA
+
+    run = tmp_path_factory.mktemp("robustness") / "run"
+    cfg = compose_config("train", [*TINY_DATA, f"paths.cache_dir={cache_dir}", "logger=csv", *FAST_HOOK],
+                         output_dir=run)
+    return run, train(cfg)
+
+
+def test_training_reports_robustness_bias_per_stage_and_group(trained_run):
+    run, metrics = trained_run
+    for stage in ("val", "test"):
+        values = metrics[stage]
+        assert values["robustness_bias"] >= 0
+        assert values["robustness_bias"] == pytest.approx(abs(values["robustness_sigma/g0"]))
+        assert values["robustness_sigma/g0"] == pytest.approx(-values["robustness_sigma/g1"])
+        assert values["robustness_sigma/g0"] == pytest.approx(values["robustness_auc/g0"] - values["robustness_auc/g1"])
+    assert json.loads((run / "metrics.json").read_text())["val"]["robustness_bias"] == metrics["val"]["robustness_bias"]
+    header = (run / "csv" / "version_0" / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert {"val/robustness_bias", "val/robustness_sigma/g1", "test/robustness_auc/g0"} <= set(header)
+
+
+def test_robustness_evaluation_waits_for_the_last_epoch(tiny_config, tmp_path):
+    metrics_file = tmp_path / "run" / "csv" / "version_0" / "metrics.csv"
+    train(tiny_config(*FAST_HOOK, "eval.robustness.method=linear", "eval.robustness.options=null",
+                     "trainer.max_epochs=2", output_dir=tmp_path / "run"))
+    logged = pd.read_csv(metrics_file)
+    per_epoch = logged.dropna(subset=["val/error"]).set_index("epoch")["val/robustness_bias"]
+    assert per_epoch.index.tolist() == [0, 1]
+    assert pd.isna(per_epoch[0]) and per_epoch[1] >= 0
+
+
+def test_bad_robustness_settings_fail_before_training(tiny_config, tmp_path):
+    with pytest.raises(ValueError, match="gallery_images=0"):
+        train(tiny_config("eval.robustness_bias=true", "eval.robustness.gallery_images=0", output_dir=tmp_path / "run"))
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def audit_config(run: Path, output_dir: Path, *overrides: str):
+    return compose_config("audit", [f"ckpt={run / 'checkpoints' / 'last.ckpt'}", "logger=csv", "max_probes=20",
+                                    "estimators.deepfool.steps=10", "estimators.smoothing.n=200",
+                                    "estimators.smoothing.n0=20", *overrides], output_dir=output_dir)
+
+
+def test_audit_writes_distances_scores_curves_and_plots(trained_run, tmp_path):
+    run, _ = trained_run
+    summary = audit(audit_config(run, tmp_path, "methods=[deepfool,smoothing,linear]", "partitions=[group,identity]"))
+    distances = pd.read_csv(tmp_path / "distances.csv")
+    assert len(distances) == summary["n_probes"] == 20
+    assert {"path", "identity", "group", "label", "deepfool", "smoothing", "linear"} <= set(distances.columns)
+    assert (distances[["deepfool", "smoothing", "linear"]] >= 0).all().all()
+    first_images = {path for path in distances["path"] if path.endswith("/000.png")}
+    assert not first_images                                        # each identity's first image is its template
+
+    scores = pd.read_csv(tmp_path / "scores.csv")
+    group = scores[(scores["method"] == "deepfool") & (scores["partition"] == "group")].set_index("member")
+    assert group.loc["g0", "sigma"] == pytest.approx(-group.loc["g1", "sigma"])
+    assert summary["methods"]["deepfool"]["group"]["robustness_bias"] == pytest.approx(group["sigma"].abs().max())
+    assert summary["methods"]["smoothing"]["bound"] == "lower"
+    assert set(scores[scores["partition"] == "identity"]["member"]) == set(distances["identity"])
+
+    curves = pd.read_csv(tmp_path / "curves.csv")
+    start = curves[(curves["method"] == "deepfool") & (curves["partition"] == "group") & (curves["tau"] == 0)]
+    in_g0 = distances[distances["group"] == "g0"]["deepfool"]
+    assert start.set_index("member").loc["g0", "share"] == pytest.approx((in_g0 > 0).mean())
+    assert (tmp_path / "curves_group.png").stat().st_size > 0 and (tmp_path / "curves_identity.png").is_file()
+
+
+def test_audit_of_the_training_split_uses_the_trained_head(trained_run, tmp_path):
+    run, _ = trained_run
+    summary = audit(audit_config(run, tmp_path, "split=train", "methods=[linear]"))
+    distances = pd.read_csv(tmp_path / "distances.csv")
+    assert summary["split"] == "train" and len(distances) == 20
+    assert distances["label"].max() < json.loads((run / "metrics.json").read_text())["num_classes"]
+
+
+@pytest.mark.parametrize("overrides, match", [
+    (["methods=[pgd]"], "methods=\\['pgd'\\] must name entries of estimators"),
+    (["split=holdout"], "split='holdout' is not a split"),
+    (["partitions=[race]"], "partitions=\\['race'\\]"),
+    (["estimators.deepfool.steps=0"], "deepfool.steps=0"),
+    (["max_probes=0"], "max_probes=0 must be a positive integer"),
+])
+def test_bad_audit_settings_fail_before_loading(tmp_path, overrides, match):
+    with pytest.raises(ValueError, match=match):
+        audit(audit_config(tmp_path / "missing_run", tmp_path, *overrides))
+
+
+def test_audit_cli_reports_a_missing_checkpoint_in_one_line(tmp_path):
+    result = subprocess.run([sys.executable, "audit.py", f"ckpt={tmp_path / 'none.ckpt'}", "logger=none",
+                             f"hydra.run.dir={tmp_path}"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith("error: ckpt: checkpoint")
