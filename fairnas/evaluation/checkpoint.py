@@ -11,10 +11,10 @@ import dataclasses
 from pathlib import Path
 
 import torch
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from fairnas.models import FaceEmbedder, ops_name
+from fairnas.training.train import build_embedder
 
 EMBEDDER_PREFIX = "embedder."
 
@@ -41,7 +41,7 @@ def load_trained_model(ckpt: str | Path, label: str | None = None) -> TrainedMod
         raise FileNotFoundError(f"ckpt: '{config_path}' does not exist; evaluation needs the config.yaml that "
                                 "train.py wrote beside the run's checkpoints/ folder")
     config = OmegaConf.load(config_path)
-    embedder = FaceEmbedder(instantiate(config.backbone), embedding_dim=config.embedding_dim, dropout=config.dropout)
+    embedder = build_embedder(config)
     state = torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
     weights = {key[len(EMBEDDER_PREFIX):]: value for key, value in state.items() if key.startswith(EMBEDDER_PREFIX)}
     try:

@@ -12,17 +12,7 @@ from torch.utils.data import DataLoader
 
 from fairnas.data.dataset import FaceImageDataset
 from fairnas.data.transforms import build_transforms
-
-
-def embed_batch(embedder: nn.Module, images: torch.Tensor, tta_flip: bool) -> torch.Tensor:
-    """L2-normalised embeddings; with ``tta_flip`` of the sum of the image's and its mirror image's embeddings.
-
-    Differentiable; :func:`embed_images` calls it without gradients.
-    """
-    embeddings = embedder(images)
-    if tta_flip:
-        embeddings = embeddings + embedder(torch.flip(images, dims=[3]))
-    return nn.functional.normalize(embeddings, dim=1)
+from fairnas.models.neck import normalized_embedding
 
 
 @torch.no_grad()
@@ -44,5 +34,5 @@ def embed_images(
                                build_transforms(train=False, **transforms))
     loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers)
     embedder = embedder.eval().to(device)
-    batches = [embed_batch(embedder, batch["image"].to(device), tta_flip).cpu() for batch in loader]
+    batches = [normalized_embedding(embedder, batch["image"].to(device), tta_flip).cpu() for batch in loader]
     return torch.cat(batches).numpy()

@@ -50,3 +50,14 @@ class FaceEmbedder(nn.Module):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.neck(self.backbone(images))
+
+
+def normalized_embedding(embedder: nn.Module, images: torch.Tensor, tta_flip: bool) -> torch.Tensor:
+    """L2-normalised embeddings; with ``tta_flip`` of the sum of the image's and its mirror image's embeddings.
+
+    Differentiable (robustness attacks differentiate through it); evaluation calls it without gradients.
+    """
+    embeddings = embedder(images)
+    if tta_flip:
+        embeddings = embeddings + embedder(torch.flip(images, dims=[3]))
+    return nn.functional.normalize(embeddings, dim=1)

@@ -11,6 +11,7 @@ from pytorch_lightning.trainer.states import TrainerFn
 from torch import nn
 
 from fairnas.metrics import face_identification_metrics
+from fairnas.models.neck import normalized_embedding
 from fairnas.training.schedule import build_scheduler
 
 EVAL_STAGES = ("val", "test")
@@ -73,14 +74,8 @@ class FaceRecognitionModule(pl.LightningModule):
         return loss
 
     def embed(self, images: torch.Tensor) -> torch.Tensor:
-        """L2-normalised embeddings; with ``tta_flip`` the sum of the image's and its mirror's embeddings.
-
-        Differentiable (robustness attacks differentiate through it); evaluation loops call it without gradients.
-        """
-        embeddings = self.embedder(images)
-        if self.tta_flip:
-            embeddings = embeddings + self.embedder(torch.flip(images, dims=[3]))
-        return nn.functional.normalize(embeddings, dim=1)
+        """L2-normalised evaluation embeddings (with flip test-time augmentation when ``tta_flip``)."""
+        return normalized_embedding(self.embedder, images, self.tta_flip)
 
     def _eval_step(self, stage: str, batch: dict) -> None:
         self._outputs[stage].append(

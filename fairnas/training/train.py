@@ -66,10 +66,15 @@ def train(cfg: DictConfig) -> dict:
     return metrics
 
 
+def build_embedder(cfg: DictConfig) -> FaceEmbedder:
+    """Backbone + embedding neck of a training config (untrained)."""
+    return FaceEmbedder(instantiate(cfg.backbone), embedding_dim=cfg.embedding_dim, dropout=cfg.dropout)
+
+
 def build_model(cfg: DictConfig) -> tuple[FaceRecognitionModule, FaceDataModule]:
     """The LightningModule and data module a training config describes (also rebuilds a saved run's model)."""
     # Cheap parts first, so their errors come before the data set is rendered or indexed.
-    embedder = FaceEmbedder(instantiate(cfg.backbone), embedding_dim=cfg.embedding_dim, dropout=cfg.dropout)
+    embedder = build_embedder(cfg)
     loss = build_classification_loss(**cfg.loss)
     optimizer = instantiate(cfg.optimizer)
     regularizers = {name: instantiate(node) for name, node in (cfg.get("regularizer") or {}).items()}
