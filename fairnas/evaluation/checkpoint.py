@@ -28,19 +28,25 @@ class TrainedModel:
     label: str
 
 
-def load_trained_model(ckpt: str | Path, label: str | None = None) -> TrainedModel:
-    """Rebuild the embedder of the run that wrote ``ckpt`` and load its weights.
-
-    ``label`` defaults to the architecture and head, e.g. ``SMAC_301_cosface`` or ``resnet18_arcface``.
-    """
+def run_config(ckpt: str | Path) -> tuple[Path, DictConfig]:
+    """The checkpoint path and the resolved config.yaml that ``train`` wrote beside its ``checkpoints/`` folder."""
     ckpt = Path(ckpt).expanduser()
     if not ckpt.is_file():
         raise FileNotFoundError(f"ckpt: checkpoint '{ckpt}' does not exist")
     config_path = ckpt.parent.parent / "config.yaml"
     if not config_path.is_file():
-        raise FileNotFoundError(f"ckpt: '{config_path}' does not exist; evaluation needs the config.yaml that "
-                                "train.py wrote beside the run's checkpoints/ folder")
-    config = OmegaConf.load(config_path)
+        raise FileNotFoundError(f"ckpt: '{config_path}' does not exist; it is the config.yaml that train.py "
+                                "wrote beside the run's checkpoints/ folder")
+    return ckpt, OmegaConf.load(config_path)
+
+
+def load_trained_model(ckpt: str | Path, label: str | None = None) -> TrainedModel:
+    """Rebuild the embedder of the run that wrote ``ckpt`` and load its weights.
+
+    ``label`` defaults to the architecture and head, e.g. ``SMAC_301_cosface`` or ``resnet18_arcface``.
+    """
+    ckpt, config = run_config(ckpt)
+    config_path = ckpt.parent.parent / "config.yaml"
     embedder = build_embedder(config)
     state = torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
     weights = {key[len(EMBEDDER_PREFIX):]: value for key, value in state.items() if key.startswith(EMBEDDER_PREFIX)}

@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from fairnas.data import FaceDataModule
 from fairnas.data.table import SPLITS
+from fairnas.evaluation.checkpoint import run_config
 from fairnas.io import atomic_path, write_csv_atomic, write_json_atomic
 from fairnas.robustness.bias import RobustnessBiasReport, robustness_bias_report
 from fairnas.robustness.estimators import build_estimator
@@ -104,14 +105,7 @@ def load_run(
 
     A split the run generated and saved (``data.table.split.save_to``) is read back from its file.
     """
-    ckpt = Path(ckpt).expanduser()
-    if not ckpt.is_file():
-        raise FileNotFoundError(f"ckpt: checkpoint '{ckpt}' does not exist")
-    config_path = ckpt.parent.parent / "config.yaml"
-    if not config_path.is_file():
-        raise FileNotFoundError(f"ckpt: '{config_path}' does not exist; the audit needs the config.yaml that "
-                                "train.py wrote beside the run's checkpoints/ folder")
-    config = OmegaConf.load(config_path)
+    ckpt, config = run_config(ckpt)
     split_spec = config.data.table.get("split")
     if split_spec is not None and split_spec.get("save_to") and Path(split_spec.save_to).is_file():
         split_spec.file, split_spec.save_to = split_spec.save_to, None
