@@ -29,7 +29,9 @@ def test_all_groups_have_options():
 
 @pytest.mark.parametrize(("group", "option"), GROUP_OPTIONS, ids=[f"{g}={o}" for g, o in GROUP_OPTIONS])
 def test_every_option_composes_and_resolves(group, option, tmp_path):
-    cfg = compose_config("search" if group == "search" else "train", [f"{group}={option}"], output_dir=tmp_path)
+    required = {"sensitivenets": ["mitigation.checkpoint=/runs/baseline/checkpoints/last.ckpt"]}.get(option, [])
+    cfg = compose_config("search" if group == "search" else "train", [f"{group}={option}", *required],
+                         output_dir=tmp_path)
     resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
     assert resolved["output_dir"] == str(tmp_path)
     if group == "experiment" and option.endswith("_paper"):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -20,6 +20,10 @@ class FaceDataModule(pl.LightningDataModule):
     The subset rules (thesis Sec. 4.3) are applied per split and the data is checked at construction, so a bad
     data set fails before a model is built: every group must have training images and probes (identities with at
     least two images) in validation and test.
+
+    ``label_transform(labels, groups) -> labels`` rewrites the training split's class labels, given the protected
+    group name of every training image (e.g. :class:`~fairnas.mitigations.flipped.FlipGroupLabels`); validation
+    and test labels are never changed.
     """
 
     def __init__(
@@ -35,6 +39,7 @@ class FaceDataModule(pl.LightningDataModule):
         eval_batch_size: int = 256,
         num_workers: int = 0,
         seed: int = 0,
+        label_transform: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
     ):
         super().__init__()
         self.table = table
@@ -49,6 +54,7 @@ class FaceDataModule(pl.LightningDataModule):
         self._check_splits()
         self.class_names = sorted(self.splits["train"]["identity"].unique())
         self.num_classes = len(self.class_names)
+        self.train_labels = self._train_labels(label_transform)
 
     def _resolve_group_order(self, group_order: Sequence[str] | None) -> list[str]:
         present = sorted(self.table.frame[self.table.attribute].unique())
@@ -83,13 +89,25 @@ class FaceDataModule(pl.LightningDataModule):
     def dataset(self, split: str, train_transforms: bool | None = None) -> FaceImageDataset:
         frame = self.splits[split]
         if split == "train":
-            labels = pd.Categorical(frame["identity"], categories=self.class_names).codes
+            labels = self.train_labels
         else:
             labels = pd.factorize(frame["identity"], sort=True)[0]
         transform = build_transforms(train=split == "train" if train_transforms is None else train_transforms,
                                      **self.transforms)
         return FaceImageDataset(self.table.root, frame["path"].tolist(), labels, self.group_index(frame),
                                 transform, seed=self.seed)
+
+    def _train_labels(self, label_transform: Callable[[np.ndarray, np.ndarray], np.ndarray] | None) -> np.ndarray:
+        """Class index of every training image, after ``label_transform`` if one is given."""
+        frame = self.splits["train"]
+        labels = pd.Categorical(frame["identity"], categories=self.class_names).codes.astype(np.int64)
+        if label_transform is None:
+            return labels
+        transformed = np.asarray(label_transform(labels.copy(), frame[self.table.attribute].to_numpy()))
+        if transformed.shape != labels.shape or not np.isin(transformed, np.arange(self.num_classes)).all():
+            raise ValueError(f"data.label_transform must return {len(labels)} class indices in [0, "
+                             f"{self.num_classes}), got shape {transformed.shape}")
+        return transformed
 
     def train_dataloader(self) -> DataLoader:
         data = self.dataset("train")

@@ -27,6 +27,8 @@ class FaceRecognitionModule(pl.LightningModule):
     ``requires_input_grad`` attribute gets a batch whose ``image`` requires gradients (the embeddings are then
     differentiable in the input). ``evaluators`` maps a name to ``evaluate(module, stage) -> {metric: value}``,
     whose metrics join each validation/test evaluation (e.g. :mod:`fairnas.robustness` robustness bias).
+    ``margin_policy(batch=..., embeddings=..., module=...) -> margins [B]`` overrides the head's margin per training
+    sample (e.g. :class:`fairnas.mitigations.GroupMargins`, group-dependent margins).
     """
 
     def __init__(
@@ -41,6 +43,7 @@ class FaceRecognitionModule(pl.LightningModule):
         tta_flip: bool = True,
         rank_by: str = "identity",
         evaluators: Mapping[str, Callable[[FaceRecognitionModule, str], Mapping[str, float]]] | None = None,
+        margin_policy: Callable[..., torch.Tensor] | None = None,
     ):
         super().__init__()
         self.embedder, self.head, self.loss = embedder, head, loss
@@ -48,6 +51,7 @@ class FaceRecognitionModule(pl.LightningModule):
         self.optimizer_factory, self.scheduler_config = optimizer, dict(scheduler or {"name": "constant"})
         self.group_order, self.tta_flip, self.rank_by = list(group_order), tta_flip, rank_by
         self.evaluators = dict(evaluators or {})
+        self.margin_policy = margin_policy
         self.evaluations: dict[str, dict[str, float]] = {}
         self._outputs: dict[str, list[dict[str, torch.Tensor]]] = {stage: [] for stage in EVAL_STAGES}
 
@@ -59,7 +63,8 @@ class FaceRecognitionModule(pl.LightningModule):
         if any(getattr(regularizer, "requires_input_grad", False) for regularizer in self.regularizers.values()):
             batch["image"].requires_grad_(True)
         embeddings = self.embedder(batch["image"])
-        output = self.head(embeddings, batch["label"])
+        margin = self.margin_policy(batch=batch, embeddings=embeddings, module=self) if self.margin_policy else None
+        output = self.head(embeddings, batch["label"], margin=margin)
         terms = {"classification": self.loss(output.logits, batch["label"]), **output.aux_losses}
         for name, regularizer in self.regularizers.items():
             terms[name] = regularizer.weight * regularizer(

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytorch_lightning as pl
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
+from torch import nn
 
 from fairnas.data import FaceDataModule
 from fairnas.io import write_json_atomic, write_text_atomic
@@ -66,9 +67,12 @@ def train(cfg: DictConfig) -> dict:
     return metrics
 
 
-def build_embedder(cfg: DictConfig) -> FaceEmbedder:
-    """Backbone + embedding neck of a training config (untrained)."""
-    return FaceEmbedder(instantiate(cfg.backbone), embedding_dim=cfg.embedding_dim, dropout=cfg.dropout)
+def build_embedder(cfg: DictConfig) -> nn.Module:
+    """Backbone + embedding neck of a training config (untrained), inside the mitigation's ``embedder`` wrapper
+    when it has one (SensitiveNets: a removal network on the frozen pre-trained embedder)."""
+    embedder = FaceEmbedder(instantiate(cfg.backbone), embedding_dim=cfg.embedding_dim, dropout=cfg.dropout)
+    wrapper = (cfg.get("mitigation") or {}).get("embedder")
+    return instantiate(wrapper, embedder=embedder) if wrapper else embedder
 
 
 def build_model(cfg: DictConfig) -> tuple[FaceRecognitionModule, FaceDataModule]:
@@ -78,6 +82,8 @@ def build_model(cfg: DictConfig) -> tuple[FaceRecognitionModule, FaceDataModule]
     loss = build_classification_loss(**cfg.loss)
     optimizer = instantiate(cfg.optimizer)
     regularizers = {name: instantiate(node) for name, node in (cfg.get("regularizer") or {}).items()}
+    mitigation = cfg.get("mitigation") or {}
+    margin_policy = instantiate(mitigation.margin_policy) if mitigation.get("margin_policy") else None
     evaluators = {}
     if cfg.eval.get("robustness_bias"):
         evaluators["robustness_bias"] = RobustnessBiasEvaluation(**cfg.eval.robustness)
@@ -93,6 +99,7 @@ def build_model(cfg: DictConfig) -> tuple[FaceRecognitionModule, FaceDataModule]
         tta_flip=cfg.eval.tta_flip,
         rank_by=cfg.eval.rank_by,
         evaluators=evaluators,
+        margin_policy=margin_policy,
     )
     return module, datamodule
 

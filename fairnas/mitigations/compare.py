@@ -1,0 +1,190 @@
+"""``python compare.py``: every model x mitigation over K seeds, tabulated as thesis Tables 4.4/4.6 (Sec. 4.5.3-4.5.4).
+
+Models are sets of training overrides (``models``), optionally extended by the configurations of a search's front
+(``final_front.csv`` or ``pareto_front.csv`` with its space file). For every model and seed the unmitigated
+baseline is trained first: it is the Baseline column, and the mitigations read their inputs from it — Flipped and
+Angular the per-group validation accuracies of its ``metrics.json`` (``mitigation.reference_metrics``, used
+unless ``mitigation.group`` is set), SensitiveNets its checkpoint as the frozen feature extractor
+(``mitigation.checkpoint``). Every run is an ordinary ``train`` run under ``<output_dir>/runs/<model>/<mitigation>/
+seed<k>``; a finished run is read back instead of retrained, so an interrupted comparison resumes.
+
+Outputs in ``output_dir``: ``runs.csv`` (every run's metrics on ``split``), ``summary.csv`` (mean and standard error
+per cell and metric, Pareto flags), ``tables.csv`` / ``tables.md`` (the Table 4.6 format per metric),
+``comparison.png`` (all cells), and a W&B run with the same tables and figure.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pandas as pd
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf
+
+from fairnas.config import compose_config
+from fairnas.evaluation.checkpoint import model_label
+from fairnas.io import atomic_path, write_csv_atomic, write_json_atomic, write_text_atomic
+from fairnas.metrics import IDENTIFICATION_METRICS
+from fairnas.mitigations.table import comparison_figure, comparison_table, markdown_tables, summarize
+from fairnas.search import load_space
+from fairnas.training import train
+from fairnas.training.search_task import resolve_space_path
+
+log = logging.getLogger(__name__)
+BASELINE = "none"
+SPLITS = ("val", "test")
+RUN_RECORD = "compare_run.json"
+# Keys a mitigation config may declare to receive the baseline run of the same model and seed.
+BASELINE_INPUTS = {"reference_metrics": "metrics.json", "checkpoint": "checkpoints/last.ckpt"}
+
+
+def run_comparison(cfg: DictConfig) -> pd.DataFrame:
+    """Train and evaluate every model x mitigation x seed of ``cfg``; write the outputs; return the summary."""
+    _check_settings(cfg)
+    output_dir = Path(cfg.output_dir)
+    train_overrides = list(cfg.train_overrides)
+    models = {str(name): list(overrides) for name, overrides in (cfg.models or {}).items()}
+    if cfg.front is not None:
+        models.update(front_models(cfg.front, cfg.front_space, train_overrides))
+    if not models:
+        raise ValueError("models: no models to compare; give models (name -> overrides) or a search front")
+    folders = [_path_name(name) for name in models]
+    if len(set(folders)) != len(folders):
+        raise ValueError(f"models: names {list(models)} collide as folder names {folders}")
+    mitigations = list(cfg.mitigations)
+    titles = {}  # column titles; composing every pair also checks every override before the first run trains
+    for overrides in models.values():
+        for name in dict.fromkeys([BASELINE, *mitigations]):
+            titles[name] = _compose(train_overrides, overrides, name, cfg, ".").mitigation.get("title", name)
+
+    records = []
+    for model, overrides in models.items():
+        for seed in range(cfg.seeds):
+            baseline_dir = _run_dir(output_dir, model, BASELINE, seed)
+            for name in dict.fromkeys([BASELINE, *mitigations]):  # the baseline first, once
+                metrics = _train_once(train_overrides, overrides, name, cfg, seed, output_dir, baseline_dir, model)
+                if name in mitigations:
+                    records.append({"model": model, "mitigation": name, "seed": seed,
+                                    **{key: float(metrics[cfg.split][key]) for key in IDENTIFICATION_METRICS}})
+    runs = pd.DataFrame(records)
+    summary = summarize(runs, list(cfg.metrics))
+    write_outputs(runs, summary, titles, cfg)
+    return summary
+
+
+def write_outputs(runs: pd.DataFrame, summary: pd.DataFrame, titles: Mapping[str, str], cfg: DictConfig) -> None:
+    """runs.csv, summary.csv, tables.csv, tables.md, comparison.png and (if enabled) the W&B run."""
+    output_dir = Path(cfg.output_dir)
+    metrics, scale = list(cfg.metrics), 100.0 if cfg.error_percent else 1.0
+    write_csv_atomic(runs, output_dir / "runs.csv")
+    write_csv_atomic(summary, output_dir / "summary.csv")
+    tables = {metric: comparison_table(summary, metric, titles, error_scale=scale) for metric in metrics}
+    stacked = pd.concat([table.reset_index().assign(metric=metric) for metric, table in tables.items()])
+    write_csv_atomic(stacked[["metric", *stacked.columns.drop("metric")]], output_dir / "tables.csv")
+    markdown = markdown_tables(summary, metrics, titles, split=cfg.split, error_scale=scale)
+    write_text_atomic(output_dir / "tables.md", markdown)
+    figure = comparison_figure(summary, metrics, titles, error_scale=scale)
+    with atomic_path(output_dir / "comparison.png") as tmp:
+        figure.savefig(tmp, dpi=120)
+    log.info("comparison on %s (%s; bold: Pareto-optimal):\n%s", cfg.split, "error in %" if scale == 100 else
+             "error", markdown)
+    if cfg.wandb.enabled:
+        _log_to_wandb(tables, summary, output_dir, cfg)
+
+
+def _train_once(train_overrides: Sequence[str], model_overrides: Sequence[str], mitigation: str, cfg: DictConfig,
+                seed: int, output_dir: Path, baseline_dir: Path, model: str) -> dict:
+    """Train one run, or read it back when an earlier invocation finished it with the same overrides."""
+    run_dir = _run_dir(output_dir, model, mitigation, seed)
+    overrides = [*train_overrides, *model_overrides, f"seed={seed}"]
+    overrides += _mitigation_overrides(mitigation, cfg)
+    declared = _compose(train_overrides, model_overrides, mitigation, cfg, run_dir).mitigation
+    overrides += [f"mitigation.{key}='{baseline_dir / path}'" for key, path in BASELINE_INPUTS.items()
+                  if key in declared and mitigation != BASELINE]
+    record = run_dir / RUN_RECORD
+    if record.is_file():
+        if json.loads(record.read_text())["overrides"] != overrides:
+            raise ValueError(f"output_dir: '{run_dir}' holds a run with other overrides; use a new output_dir "
+                             "or remove that run")
+        if (run_dir / "metrics.json").is_file():
+            return json.loads((run_dir / "metrics.json").read_text())
+    write_json_atomic(record, {"model": model, "mitigation": mitigation, "seed": seed, "overrides": overrides})
+    log.info("training %s + %s, seed %d -> %s", model, mitigation, seed, run_dir)
+    return train(compose_config("train", overrides, output_dir=run_dir))
+
+
+def _compose(train_overrides: Sequence[str], model_overrides: Sequence[str], mitigation: str, cfg: DictConfig,
+             output_dir: str | Path) -> DictConfig:
+    overrides = [*train_overrides, *model_overrides, *_mitigation_overrides(mitigation, cfg)]
+    try:
+        return compose_config("train", overrides, output_dir=output_dir)
+    except HydraException as error:
+        raise ValueError(f"compare: {str(error).splitlines()[0]} (in the overrides of mitigation "
+                         f"{mitigation!r} with {list(model_overrides)})") from None
+
+
+def _mitigation_overrides(mitigation: str, cfg: DictConfig) -> list[str]:
+    return [f"mitigation={mitigation}", *(cfg.mitigation_overrides or {}).get(mitigation, [])]
+
+
+def _run_dir(output_dir: Path, model: str, mitigation: str, seed: int) -> Path:
+    return output_dir / "runs" / _path_name(model) / mitigation / f"seed{seed}"
+
+
+def _path_name(name: str) -> str:
+    return re.sub(r"[^\w.+-]+", "_", name)
+
+
+def front_models(front: str | Path, space: str | Path, train_overrides: Sequence[str] = ()) -> dict[str, list[str]]:
+    """Model name -> training overrides for every configuration of a search's front CSV (``final_front.csv`` or
+    ``pareto_front.csv``) over the space file ``space``.
+
+    Names are the architecture and head (``SMAC_301_cosface``), with the configuration id where two coincide.
+    """
+    path = Path(front).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"front: '{path}' does not exist")
+    rows = pd.read_csv(path)
+    if not {"config", "config_id"} <= set(rows.columns):
+        raise ValueError(f"front: '{path}' lacks the columns config and config_id of a search's "
+                         "pareto_front.csv / final_front.csv")
+    search_space = load_space(resolve_space_path(str(space)))
+    models: dict[str, list[str]] = {}
+    for row in rows.itertuples():
+        overrides = search_space.overrides(json.loads(row.config))
+        name = model_label(compose_config("train", [*train_overrides, *overrides], output_dir="."))
+        models[name if name not in models else f"{name}_{row.config_id}"] = overrides
+    return models
+
+
+def _check_settings(cfg: DictConfig) -> None:
+    """The comparison's own settings, before anything is composed or trained."""
+    if cfg.split not in SPLITS:
+        raise ValueError(f"split={cfg.split!r}; allowed: {list(SPLITS)}")
+    unknown = [metric for metric in cfg.metrics if metric not in IDENTIFICATION_METRICS]
+    if unknown or not cfg.metrics:
+        raise ValueError(f"metrics: {unknown or 'none given'}; allowed: {list(IDENTIFICATION_METRICS)}")
+    if not isinstance(cfg.seeds, int) or cfg.seeds < 1:
+        raise ValueError(f"seeds={cfg.seeds!r} must be a positive number of seeds")
+    if not cfg.mitigations or len(set(cfg.mitigations)) != len(cfg.mitigations):
+        raise ValueError(f"mitigations={list(cfg.mitigations or [])} must name each mitigation once")
+
+
+def _log_to_wandb(tables: Mapping[str, pd.DataFrame], summary: pd.DataFrame, output_dir: Path,
+                  cfg: DictConfig) -> None:
+    """One W&B run (offline unless configured): a table per metric, the summary and the scatter plot."""
+    import wandb
+
+    mode = cfg.wandb.mode or os.environ.get("WANDB_MODE") or "offline"
+    with wandb.init(project=cfg.wandb.project, job_type="compare", dir=str(output_dir), mode=mode,
+                    config=OmegaConf.to_container(cfg, resolve=True), settings=wandb.Settings(silent=True)) as run:
+        run.log({
+            **{f"table/{metric}": wandb.Table(dataframe=table.reset_index()) for metric, table in tables.items()},
+            "summary": wandb.Table(dataframe=summary.astype({"pareto_optimal": int})),
+            "comparison": wandb.Image(str(output_dir / "comparison.png")),
+        })

@@ -1,0 +1,89 @@
+"""The mitigation comparison: Table 4.6 cells, Pareto marks, search-front models, and compare.py end to end."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from fairnas.mitigations.compare import front_models
+from fairnas.mitigations.table import comparison_table, format_cell, markdown_tables, summarize
+
+REPO = Path(__file__).resolve().parents[1]
+TITLES = {"none": "Baseline", "flipped": "Flipped"}
+
+
+def runs_frame():
+    """Two models x two mitigations x two seeds with known means and standard errors."""
+    rows = [  # model, mitigation, seed, error, rank_disparity, disparity
+        ("A", "none", 0, 0.10, 1.0, 0.1), ("A", "none", 1, 0.20, 3.0, 0.1),
+        ("A", "flipped", 0, 0.30, 0.5, 0.1), ("A", "flipped", 1, 0.30, 0.5, 0.1),
+        ("B", "none", 0, 0.40, 3.0, 0.1), ("B", "none", 1, 0.40, 3.0, 0.1),
+        ("B", "flipped", 0, 0.10, 4.0, 0.05), ("B", "flipped", 1, 0.10, 4.0, 0.05),
+    ]
+    return pd.DataFrame(rows, columns=["model", "mitigation", "seed", "error", "rank_disparity", "disparity"])
+
+
+def test_summary_has_means_standard_errors_and_pareto_flags():
+    summary = summarize(runs_frame(), ["rank_disparity", "disparity"]).set_index(["metric", "model", "mitigation"])
+    cell = summary.loc[("rank_disparity", "A", "none")]
+    assert cell["n_seeds"] == 2
+    assert cell["error_mean"] == pytest.approx(0.15) and cell["error_sem"] == pytest.approx(0.05)
+    assert cell["value_mean"] == pytest.approx(2.0) and cell["value_sem"] == pytest.approx(1.0)
+    pareto = summary["pareto_optimal"]
+    assert set(pareto["rank_disparity"][pareto["rank_disparity"]].index) == {("A", "none"), ("A", "flipped"),
+                                                                              ("B", "flipped")}
+    assert set(pareto["disparity"][pareto["disparity"]].index) == {("B", "flipped")}
+
+
+def test_table_has_one_row_per_model_one_column_per_mitigation_and_marks_the_front():
+    table = comparison_table(summarize(runs_frame(), ["rank_disparity"]), "rank_disparity", TITLES)
+    assert list(table.index) == ["A", "B"] and list(table.columns) == ["Baseline", "Flipped"]
+    assert table.loc["A", "Baseline"] == "*(15.00 ± 5.00; 2.00 ± 1.00)"
+    assert table.loc["A", "Flipped"] == "*(30.00 ± 0.00; 0.50 ± 0.00)"
+    assert table.loc["B", "Baseline"] == "(40.00 ± 0.00; 3.00 ± 0.00)"
+
+
+def test_markdown_bolds_pareto_cells_under_a_heading_per_metric():
+    text = markdown_tables(summarize(runs_frame(), ["rank_disparity", "disparity"]), ["rank_disparity", "disparity"],
+                           TITLES, split="test")
+    assert "### (error in %; rank_disparity) on test" in text and "### (error in %; disparity) on test" in text
+    assert "**(10.00 ± 0.00; 0.05 ± 0.00)**" in text
+    assert "| B       | (40.00 ± 0.00; 3.00 ± 0.00)" in text
+
+
+def test_single_seed_cells_have_no_standard_error_and_infinite_ratios_print():
+    runs = runs_frame().query("seed == 0").assign(ratio=[math.inf, 1, 1, 1])
+    summary = summarize(runs, ["ratio"]).set_index(["model", "mitigation"])
+    assert math.isnan(summary.loc[("A", "none"), "error_sem"])
+    assert not summary.loc[("A", "none"), "pareto_optimal"]
+    assert format_cell(0.1, math.nan, math.inf, math.nan) == "(0.10; inf)"
+    assert format_cell(12.345, 0.5, 0.2, 0.01) == "(12.35 ± 0.50; 0.20 ± 0.01)"
+
+
+def test_summary_names_missing_metric_columns():
+    with pytest.raises(ValueError, match=r"runs lack the columns \['ratio'\]"):
+        summarize(runs_frame(), ["ratio"])
+
+
+def test_front_configurations_become_named_models(tmp_path):
+    configs = [{"op0": 3, "op1": 0, "op2": 1, "head": "arcface", "optimizer": "sgd", "lr_sgd": 0.1},
+               {"op0": 3, "op1": 0, "op2": 1, "head": "arcface", "optimizer": "adam", "lr_adam": 0.001},
+               {"op0": 0, "op1": 0, "op2": 0, "head": "cosface", "optimizer": "sgd", "lr_sgd": 0.2}]
+    front = tmp_path / "final_front.csv"
+    pd.DataFrame({"config_id": ["a1", "b2", "c3"], "config": [json.dumps(c) for c in configs]}).to_csv(front)
+
+    models = front_models(front, "searchspaces/dpn_paper.yaml")
+    assert list(models) == ["SMAC_301_arcface", "SMAC_301_arcface_b2", "SMAC_000_cosface"]
+    assert models["SMAC_301_arcface"] == ["backbone.ops=[3,0,1]", "head=arcface", "optimizer=sgd", "optimizer.lr=0.1"]
+
+
+def test_front_file_without_configurations_is_named(tmp_path):
+    pd.DataFrame({"error": [0.1]}).to_csv(tmp_path / "front.csv")
+    with pytest.raises(ValueError, match="lacks the columns config and config_id"):
+        front_models(tmp_path / "front.csv", "searchspaces/dpn_paper.yaml")
