@@ -8,7 +8,9 @@ network on top of it is trained with two terms:
 - sensitive regulariser: an attribute discriminator D predicts the protected group from the L2-normalised new
   embedding and is trained to do so (cross-entropy, on detached embeddings), while the removal network is trained
   to make D's output uninformative, Delta = mean over samples and groups k of log(1 + |1/K - D_k(e)|), which for
-  K = 2 groups is Morales et al.'s log(1 + |0.5 - P(group | e)|).
+  K = 2 groups is Morales et al.'s log(1 + |0.5 - P(group | e)|). D standardises its input per feature (batch
+  normalisation without affine parameters), as a probe's feature scaling does, so the removal network cannot hide
+  the attribute by merely shrinking the directions that carry it.
 
 The removal network is residual, e' = e + R(e) with R's last layer initialised to zero: training starts from the
 pre-trained embedding and R learns only what removing the attribute requires. The result is an ordinary embedder,
@@ -17,7 +19,6 @@ trained and evaluated by ``train`` like any other model (same metrics, same ``me
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import torch
@@ -85,7 +86,7 @@ class SensitiveAttributeAdversary(nn.Module):
         hidden_layers: hidden layers of the discriminator (each D -> D with ReLU).
     """
 
-    def __init__(self, embedding_dim: int, n_groups: int = 2, alpha: float = 1.0, hidden_layers: int = 2):
+    def __init__(self, embedding_dim: int, n_groups: int = 2, alpha: float = 10.0, hidden_layers: int = 2):
         super().__init__()
         if n_groups < 2:
             raise ValueError(f"mitigation.n_groups={n_groups} must be at least 2")
@@ -102,10 +103,9 @@ class SensitiveAttributeAdversary(nn.Module):
             raise ValueError(f"mitigation.n_groups={self.n_groups} but the data has group index "
                              f"{int(groups.max())}; set it to the number of protected groups")
         known = groups >= 0
-        if not known.any():
+        if known.sum() < 2:  # batch statistics need two samples
             return embeddings.new_zeros(())
-        # The direction the metrics compare, scaled to unit-variance components so the discriminator learns fast.
-        features = F.normalize(embeddings[known].float(), dim=1) * math.sqrt(embeddings.shape[1])
+        features = F.normalize(embeddings[known].float(), dim=1)  # the direction the metrics compare
         discriminator_loss = F.cross_entropy(self.discriminator(features.detach()), groups[known])
         frozen = {name: parameter.detach() for name, parameter in self.discriminator.named_parameters()}
         probabilities = functional_call(self.discriminator, frozen, (features,)).softmax(dim=1)

@@ -1,0 +1,128 @@
+"""SensitiveNets: a frozen extractor, a removal network, an adversary routed to each side, and the removal effect."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+from hydra.errors import InstantiationException
+from omegaconf import OmegaConf
+
+from fairnas.audits import linear_probe
+from fairnas.config import compose_config
+from fairnas.evaluation import embed_images, load_trained_model
+from fairnas.mitigations import SensitiveAttributeAdversary, SensitiveNetsEmbedder
+from fairnas.training import train
+from fairnas.training.train import build_embedder, build_model
+from tests.conftest import TINY_DATA
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory, cache_dir):
+    """A tiny trained run (the frozen extractor) and the overrides that made it."""
+    overrides = [*TINY_DATA, f"paths.cache_dir={cache_dir}", "logger=none"]
+    run = tmp_path_factory.mktemp("pretrained")
+    train(compose_config("train", overrides, output_dir=run))
+    return run / "checkpoints" / "last.ckpt", overrides
+
+
+def test_adversary_trains_the_discriminator_on_its_loss_and_the_embedding_on_delta():
+    torch.manual_seed(0)
+    adversary = SensitiveAttributeAdversary(embedding_dim=8, n_groups=2, alpha=0.5, hidden_layers=1)
+    embeddings = torch.randn(12, 8, requires_grad=True)
+    groups = torch.tensor([0, 1] * 5 + [-1, -1])  # the last two lie outside the group order: ignored
+    loss = adversary(batch={"group": groups}, embeddings=embeddings, logits=None, module=None)
+    loss.backward()
+
+    known = groups >= 0
+    features = F.normalize(embeddings[known].detach(), dim=1)
+    discriminator_loss = F.cross_entropy(adversary.discriminator(features), groups[known])
+    parameters = list(adversary.discriminator.parameters())
+    for got, expected in zip(parameters, torch.autograd.grad(discriminator_loss, parameters), strict=True):
+        assert torch.allclose(got.grad, expected, atol=1e-6)
+
+    leaf = embeddings.detach().requires_grad_(True)
+    probabilities = adversary.discriminator(F.normalize(leaf[known], dim=1)).softmax(dim=1)
+    delta = torch.log1p((probabilities - 0.5).abs()).mean()
+    assert torch.allclose(embeddings.grad, torch.autograd.grad(0.5 * delta, leaf)[0], atol=1e-6)
+    assert float(loss) == pytest.approx(float(0.5 * delta + discriminator_loss), rel=1e-5)
+    assert not embeddings.grad[~known].any()
+
+
+def test_adversary_names_a_wrong_group_count():
+    adversary = SensitiveAttributeAdversary(embedding_dim=4, n_groups=2)
+    with pytest.raises(ValueError, match=r"mitigation.n_groups=2 but the data has group index 2"):
+        adversary(batch={"group": torch.tensor([0, 2])}, embeddings=torch.randn(2, 4), logits=None, module=None)
+
+
+def test_embedder_starts_as_the_frozen_pretrained_embedding(pretrained):
+    checkpoint, overrides = pretrained
+    cfg = compose_config("train", [*overrides, "mitigation=sensitivenets", f"mitigation.checkpoint={checkpoint}"])
+    embedder = build_embedder(cfg)
+    assert isinstance(embedder, SensitiveNetsEmbedder)
+    images = torch.randn(4, 3, 32, 32)
+    reference = load_trained_model(checkpoint).embedder
+    assert torch.allclose(embedder.eval()(images), reference(images), atol=1e-5)  # zero-initialised residual
+
+    embedder.train()
+    assert not embedder.extractor.training and embedder.removal.training
+    assert not any(p.requires_grad for p in embedder.extractor.parameters())
+    assert all(p.requires_grad for p in embedder.removal.parameters())
+
+
+def test_checkpoint_of_another_architecture_is_named(pretrained):
+    checkpoint, overrides = pretrained
+    cfg = compose_config("train", [*overrides, "embedding_dim=32", "mitigation=sensitivenets",
+                                   f"mitigation.checkpoint={checkpoint}"])
+    with pytest.raises(InstantiationException, match="was trained with another backbone or embedding_dim than this run"):
+        build_embedder(cfg)
+
+
+def test_sensitivenets_run_is_trained_and_evaluated_like_any_other(pretrained, tmp_path):
+    checkpoint, overrides = pretrained
+    cfg = compose_config("train", [*overrides, "mitigation=sensitivenets", f"mitigation.checkpoint={checkpoint}",
+                                   "logger=csv"], output_dir=tmp_path / "run")
+    metrics = train(cfg)
+
+    saved = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    baseline = json.loads((checkpoint.parents[1] / "metrics.json").read_text())
+    assert set(saved["test"]) == set(baseline["test"]) and saved["num_classes"] == baseline["num_classes"]
+    assert metrics["test"]["error"] == pytest.approx(saved["test"]["error"])
+    header = (tmp_path / "run" / "csv" / "version_0" / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert "train/sensitivenets" in header
+    reloaded = load_trained_model(tmp_path / "run" / "checkpoints" / "last.ckpt")  # as evaluate.py loads it
+    assert isinstance(reloaded.embedder, SensitiveNetsEmbedder) and reloaded.embedder.removal[-1].weight.any()
+
+
+PROBE_SEEDS = (0, 1, 2)
+MIN_PROBE_DROP = 0.05   # mean held-out probe accuracy on the protected attribute falls by at least this much
+MAX_ERROR_RISE = 0.15   # while the test identification error rises by at most this much
+
+
+@pytest.mark.slow
+def test_removal_lowers_attribute_probe_accuracy_within_an_error_bound(tmp_path, cache_dir):
+    data = [*TINY_DATA, f"paths.cache_dir={cache_dir}", "logger=none", "data.table.n_identities=60",
+            "data.table.images_per_identity=10", "embedding_dim=16", "trainer.check_val_every_n_epoch=1000"]
+    baseline = train(compose_config("train", [*data, "trainer.max_epochs=2"], output_dir=tmp_path / "baseline"))
+    cfg = compose_config("train", [
+        *data, "mitigation=sensitivenets", f"mitigation.checkpoint={tmp_path / 'baseline/checkpoints/last.ckpt'}",
+        "optimizer=adamw", "optimizer.lr=0.01", "scheduler=constant", "data.batch_size=32", "trainer.max_epochs=60",
+    ], output_dir=tmp_path / "sensitivenets")
+    mitigated = train(cfg)
+
+    module, data_module = build_model(cfg)
+    module.load_state_dict(torch.load(tmp_path / "sensitivenets/checkpoints/last.ckpt", weights_only=True)["state_dict"])
+    held_out = pd.concat([data_module.splits["val"], data_module.splits["test"]])
+    transforms = OmegaConf.to_container(cfg.data.transforms, resolve=True)
+    features = {name: embed_images(embedder, data_module.table.root, held_out["path"].tolist(), transforms)
+                for name, embedder in (("frozen", module.embedder.extractor), ("sensitivenets", module.embedder))}
+    probes = pd.DataFrame([linear_probe(features, held_out["group"].to_numpy(), held_out["identity"].to_numpy(),
+                                        seed=seed) for seed in PROBE_SEEDS])
+    assert probes["frozen"].mean() > probes["chance"].mean() + 0.2  # the extractor exposes the attribute
+    assert probes["sensitivenets"].mean() <= probes["frozen"].mean() - MIN_PROBE_DROP
+    assert mitigated["test"]["error"] <= baseline["test"]["error"] + MAX_ERROR_RISE
+    assert np.isfinite(mitigated["test"]["rank_disparity"])
