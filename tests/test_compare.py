@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -87,3 +88,90 @@ def test_front_file_without_configurations_is_named(tmp_path):
     pd.DataFrame({"error": [0.1]}).to_csv(tmp_path / "front.csv")
     with pytest.raises(ValueError, match="lacks the columns config and config_id"):
         front_models(tmp_path / "front.csv", "searchspaces/dpn_paper.yaml")
+
+
+def compare_config(tmp_path, cache_dir, mitigations, seeds=2, **settings):
+    from fairnas.config import compose_config
+    from tests.conftest import TINY_DATA
+
+    cfg = compose_config("compare", [f"seeds={seeds}", f"mitigations=[{','.join(mitigations)}]"],
+                         output_dir=tmp_path / "compare")
+    cfg.models = {"SMAC_301": ["backbone.ops=[3,0,1]"]}
+    cfg.train_overrides = [*TINY_DATA, f"paths.cache_dir={cache_dir}", "logger=none"]
+    for key, value in settings.items():
+        cfg[key] = value
+    return cfg
+
+
+def test_compare_trains_every_pair_over_seeds_writes_the_tables_and_resumes(tmp_path, cache_dir, monkeypatch):
+    from fairnas.mitigations import compare
+
+    cfg = compare_config(tmp_path, cache_dir, ["none", "angular"])
+    summary = compare.run_comparison(cfg)
+
+    out = tmp_path / "compare"
+    runs = pd.read_csv(out / "runs.csv")
+    assert len(runs) == 4 and set(runs["mitigation"]) == {"none", "angular"} and set(runs["seed"]) == {0, 1}
+    for seed in (0, 1):  # Angular measured its disadvantaged group on the baseline of the same seed
+        record = json.loads((out / f"runs/SMAC_301/angular/seed{seed}/compare_run.json").read_text())
+        assert f"mitigation.reference_metrics='{out}/runs/SMAC_301/none/seed{seed}/metrics.json'" in record["overrides"]
+    assert set(summary["metric"]) == set(cfg.metrics) and (summary["n_seeds"] == 2).all()
+    tables = pd.read_csv(out / "tables.csv")
+    assert list(tables.columns) == ["metric", "model", "Baseline", "Angular"] and len(tables) == 5
+    assert tables["Baseline"].str.match(r"^\*?\(\d+\.\d\d ± \d+\.\d\d; \d+\.\d\d ± \d+\.\d\d\)$").all()
+    assert "**(" in (out / "tables.md").read_text()
+    assert (out / "comparison.png").stat().st_size > 0
+    assert list((out / "wandb").glob("offline-run-*"))
+
+    monkeypatch.setattr(compare, "train", lambda cfg: pytest.fail("a finished run was trained again"))
+    again = compare.run_comparison(cfg)
+    pd.testing.assert_frame_equal(again, summary)
+
+
+def test_compare_refuses_to_reuse_runs_made_with_other_overrides(tmp_path, cache_dir):
+    from fairnas.mitigations.compare import run_comparison
+
+    run_comparison(compare_config(tmp_path, cache_dir, ["none"], seeds=1, wandb={"enabled": False}))
+    changed = compare_config(tmp_path, cache_dir, ["none"], seeds=1, wandb={"enabled": False})
+    changed.train_overrides = [*changed.train_overrides, "embedding_dim=32"]
+    with pytest.raises(ValueError, match="holds a run with other overrides"):
+        run_comparison(changed)
+
+
+@pytest.mark.slow
+def test_compare_runs_all_four_mitigations(tmp_path, cache_dir):
+    from fairnas.mitigations.compare import run_comparison
+
+    cfg = compare_config(tmp_path, cache_dir, ["none", "flipped", "angular", "sensitivenets"], seeds=1,
+                         wandb={"enabled": False})
+    summary = run_comparison(cfg)
+    assert set(summary["mitigation"]) == {"none", "flipped", "angular", "sensitivenets"}
+    record = json.loads((tmp_path / "compare/runs/SMAC_301/sensitivenets/seed0/compare_run.json").read_text())
+    assert any(o.startswith("mitigation.checkpoint=") and o.endswith("none/seed0/checkpoints/last.ckpt'")
+               for o in record["overrides"])
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"metrics": ["rank_disparity", "unfairness"]}, r"metrics: \['unfairness'\]; allowed:"),
+    ({"split": "train"}, r"split='train'; allowed: \['val', 'test'\]"),
+    ({"mitigations": ["none", "flipped", "flipped"]}, "must name each mitigation once"),
+    ({"seeds": 0}, "seeds=0 must be a positive number of seeds"),
+    ({"models": {"A": ["head=sphereface"]}}, r"compare: .*head/sphereface.* \(in the overrides of mitigation"),
+    ({"models": {"a/b": [], "a b": []}}, "collide as folder names"),
+])
+def test_bad_settings_are_named_before_training(tmp_path, cache_dir, settings, message):
+    from fairnas.mitigations.compare import run_comparison
+
+    cfg = compare_config(tmp_path, cache_dir, ["none"])
+    for key, value in settings.items():
+        cfg[key] = value
+    with pytest.raises(ValueError, match=message):
+        run_comparison(cfg)
+    assert not (tmp_path / "compare" / "runs").exists()
+
+
+def test_cli_error_is_one_line_with_exit_status_2(tmp_path):
+    result = subprocess.run([sys.executable, str(REPO / "compare.py"), f"hydra.run.dir={tmp_path}", "split=train"],
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == "error: split='train'; allowed: ['val', 'test']"

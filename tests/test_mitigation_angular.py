@@ -81,7 +81,8 @@ def test_bad_settings_are_named():
 def test_training_step_passes_the_policy_margins_to_the_head(tiny_config):
     from fairnas.training.train import build_model
 
-    module, data = build_model(tiny_config("mitigation=angular", "mitigation.group=g1", f"mitigation.extra_margin={EXTRA}"))
+    cfg = tiny_config("mitigation=angular", "mitigation.group=g1", f"mitigation.extra_margin={EXTRA}")
+    module, data = build_model(cfg)
     seen = {}
     module.head.register_forward_hook(lambda head, args, kwargs, output: seen.update(kwargs), with_kwargs=True)
     batch = next(iter(data.train_dataloader()))

@@ -78,7 +78,7 @@ def test_checkpoint_of_another_architecture_is_named(pretrained):
     checkpoint, overrides = pretrained
     cfg = compose_config("train", [*overrides, "embedding_dim=32", "mitigation=sensitivenets",
                                    f"mitigation.checkpoint={checkpoint}"])
-    with pytest.raises(InstantiationException, match="was trained with another backbone or embedding_dim than this run"):
+    with pytest.raises(InstantiationException, match="was trained with another backbone or embedding_dim"):
         build_embedder(cfg)
 
 
@@ -115,7 +115,8 @@ def test_removal_lowers_attribute_probe_accuracy_within_an_error_bound(tmp_path,
     mitigated = train(cfg)
 
     module, data_module = build_model(cfg)
-    module.load_state_dict(torch.load(tmp_path / "sensitivenets/checkpoints/last.ckpt", weights_only=True)["state_dict"])
+    checkpoint = torch.load(tmp_path / "sensitivenets/checkpoints/last.ckpt", weights_only=True)
+    module.load_state_dict(checkpoint["state_dict"])
     held_out = pd.concat([data_module.splits["val"], data_module.splits["test"]])
     transforms = OmegaConf.to_container(cfg.data.transforms, resolve=True)
     features = {name: embed_images(embedder, data_module.table.root, held_out["path"].tolist(), transforms)

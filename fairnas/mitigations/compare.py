@@ -47,27 +47,28 @@ def run_comparison(cfg: DictConfig) -> pd.DataFrame:
     """Train and evaluate every model x mitigation x seed of ``cfg``; write the outputs; return the summary."""
     _check_settings(cfg)
     output_dir = Path(cfg.output_dir)
-    train_overrides = list(cfg.train_overrides)
-    models = {str(name): list(overrides) for name, overrides in (cfg.models or {}).items()}
-    if cfg.front is not None:
-        models.update(front_models(cfg.front, cfg.front_space, train_overrides))
-    if not models:
-        raise ValueError("models: no models to compare; give models (name -> overrides) or a search front")
-    folders = [_path_name(name) for name in models]
-    if len(set(folders)) != len(folders):
-        raise ValueError(f"models: names {list(models)} collide as folder names {folders}")
+    models = collect_models(cfg)
     mitigations = list(cfg.mitigations)
-    titles = {}  # column titles; composing every pair also checks every override before the first run trains
+    plan = dict.fromkeys([BASELINE, *mitigations])  # the baseline first, once
+    # Compose every pair before the first run trains: checks all overrides, and reads each mitigation's column
+    # title and the baseline inputs it declares.
+    titles, baseline_inputs = {}, {}
     for overrides in models.values():
-        for name in dict.fromkeys([BASELINE, *mitigations]):
-            titles[name] = _compose(train_overrides, overrides, name, cfg, ".").mitigation.get("title", name)
+        for name in plan:
+            declared = _compose(cfg, overrides, name).mitigation
+            titles[name] = declared.get("title", name)
+            baseline_inputs[name] = [key for key in BASELINE_INPUTS if key in declared and name != BASELINE]
 
     records = []
-    for model, overrides in models.items():
+    for model, model_overrides in models.items():
         for seed in range(cfg.seeds):
             baseline_dir = _run_dir(output_dir, model, BASELINE, seed)
-            for name in dict.fromkeys([BASELINE, *mitigations]):  # the baseline first, once
-                metrics = _train_once(train_overrides, overrides, name, cfg, seed, output_dir, baseline_dir, model)
+            for name in plan:
+                overrides = [*cfg.train_overrides, *model_overrides, *_mitigation_overrides(cfg, name),
+                             f"seed={seed}"]
+                overrides += [f"mitigation.{key}='{baseline_dir / BASELINE_INPUTS[key]}'"
+                              for key in baseline_inputs[name]]
+                metrics = _train_once(_run_dir(output_dir, model, name, seed), overrides)
                 if name in mitigations:
                     records.append({"model": model, "mitigation": name, "seed": seed,
                                     **{key: float(metrics[cfg.split][key]) for key in IDENTIFICATION_METRICS}})
@@ -75,6 +76,19 @@ def run_comparison(cfg: DictConfig) -> pd.DataFrame:
     summary = summarize(runs, list(cfg.metrics))
     write_outputs(runs, summary, titles, cfg)
     return summary
+
+
+def collect_models(cfg: DictConfig) -> dict[str, list[str]]:
+    """Model name -> training overrides: ``cfg.models``, then the configurations of ``cfg.front`` if given."""
+    models = {str(name): list(overrides) for name, overrides in (cfg.models or {}).items()}
+    if cfg.front is not None:
+        models.update(front_models(cfg.front, cfg.front_space, list(cfg.train_overrides)))
+    if not models:
+        raise ValueError("models: no models to compare; give models (name -> overrides) or a search front")
+    folders = [_path_name(name) for name in models]
+    if len(set(folders)) != len(folders):
+        raise ValueError(f"models: names {list(models)} collide as folder names {folders}")
+    return models
 
 
 def write_outputs(runs: pd.DataFrame, summary: pd.DataFrame, titles: Mapping[str, str], cfg: DictConfig) -> None:
@@ -97,15 +111,8 @@ def write_outputs(runs: pd.DataFrame, summary: pd.DataFrame, titles: Mapping[str
         _log_to_wandb(tables, summary, output_dir, cfg)
 
 
-def _train_once(train_overrides: Sequence[str], model_overrides: Sequence[str], mitigation: str, cfg: DictConfig,
-                seed: int, output_dir: Path, baseline_dir: Path, model: str) -> dict:
+def _train_once(run_dir: Path, overrides: list[str]) -> dict:
     """Train one run, or read it back when an earlier invocation finished it with the same overrides."""
-    run_dir = _run_dir(output_dir, model, mitigation, seed)
-    overrides = [*train_overrides, *model_overrides, f"seed={seed}"]
-    overrides += _mitigation_overrides(mitigation, cfg)
-    declared = _compose(train_overrides, model_overrides, mitigation, cfg, run_dir).mitigation
-    overrides += [f"mitigation.{key}='{baseline_dir / path}'" for key, path in BASELINE_INPUTS.items()
-                  if key in declared and mitigation != BASELINE]
     record = run_dir / RUN_RECORD
     if record.is_file():
         if json.loads(record.read_text())["overrides"] != overrides:
@@ -113,22 +120,22 @@ def _train_once(train_overrides: Sequence[str], model_overrides: Sequence[str], 
                              "or remove that run")
         if (run_dir / "metrics.json").is_file():
             return json.loads((run_dir / "metrics.json").read_text())
-    write_json_atomic(record, {"model": model, "mitigation": mitigation, "seed": seed, "overrides": overrides})
-    log.info("training %s + %s, seed %d -> %s", model, mitigation, seed, run_dir)
+    write_json_atomic(record, {"overrides": overrides})
+    log.info("training %s", run_dir)
     return train(compose_config("train", overrides, output_dir=run_dir))
 
 
-def _compose(train_overrides: Sequence[str], model_overrides: Sequence[str], mitigation: str, cfg: DictConfig,
-             output_dir: str | Path) -> DictConfig:
-    overrides = [*train_overrides, *model_overrides, *_mitigation_overrides(mitigation, cfg)]
+def _compose(cfg: DictConfig, model_overrides: Sequence[str], mitigation: str) -> DictConfig:
+    """The training config of a model with a mitigation (overrides checked, nothing built)."""
+    overrides = [*cfg.train_overrides, *model_overrides, *_mitigation_overrides(cfg, mitigation)]
     try:
-        return compose_config("train", overrides, output_dir=output_dir)
+        return compose_config("train", overrides, output_dir=".")
     except HydraException as error:
         raise ValueError(f"compare: {str(error).splitlines()[0]} (in the overrides of mitigation "
                          f"{mitigation!r} with {list(model_overrides)})") from None
 
 
-def _mitigation_overrides(mitigation: str, cfg: DictConfig) -> list[str]:
+def _mitigation_overrides(cfg: DictConfig, mitigation: str) -> list[str]:
     return [f"mitigation={mitigation}", *(cfg.mitigation_overrides or {}).get(mitigation, [])]
 
 

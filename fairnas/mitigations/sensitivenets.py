@@ -97,7 +97,8 @@ class SensitiveAttributeAdversary(nn.Module):
         self.discriminator = nn.Sequential(nn.BatchNorm1d(embedding_dim, affine=False),
                                            *_mlp(embedding_dim, n_groups, hidden_layers))
 
-    def forward(self, *, batch: dict, embeddings: torch.Tensor, logits: torch.Tensor, module: nn.Module) -> torch.Tensor:
+    def forward(self, *, batch: dict, embeddings: torch.Tensor, logits: torch.Tensor | None,
+                module: nn.Module | None) -> torch.Tensor:
         groups = batch["group"]
         if (groups >= self.n_groups).any():
             raise ValueError(f"mitigation.n_groups={self.n_groups} but the data has group index "
