@@ -138,7 +138,6 @@ def test_compare_refuses_to_reuse_runs_made_with_other_overrides(tmp_path, cache
         run_comparison(changed)
 
 
-@pytest.mark.slow
 def test_compare_runs_all_four_mitigations(tmp_path, cache_dir):
     from fairnas.mitigations.compare import run_comparison
 

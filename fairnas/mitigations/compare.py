@@ -57,7 +57,8 @@ def run_comparison(cfg: DictConfig) -> pd.DataFrame:
         for name in plan:
             declared = _compose(cfg, overrides, name).mitigation
             titles[name] = declared.get("title", name)
-            baseline_inputs[name] = [key for key in BASELINE_INPUTS if key in declared and name != BASELINE]
+            # keys(): `in` is False for a mandatory value (???) such as SensitiveNets' checkpoint
+            baseline_inputs[name] = [key for key in BASELINE_INPUTS if key in declared.keys() and name != BASELINE]
 
     records = []
     for model, model_overrides in models.items():
