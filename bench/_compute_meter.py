@@ -20,7 +20,7 @@ import pandas as pd
 
 from fairnas.search import config_id
 from fairnas.search.trial import Target
-from fairnas.training.target import epochs_saved
+from fairnas.tasks.search_target import epochs_saved
 
 CostMeter = Callable[[dict[str, Any], int, float], float]
 """``meter(config, seed, budget)``, called right after the target ran: the epochs that call trained."""

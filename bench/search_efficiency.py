@@ -2,10 +2,11 @@
 
 Methods (every one minimises all objectives; same space, budgets and target per problem):
 
-- ``smac``: ``run_search(strategy="smac")``, Hyperband with eta and ParEGO, promoted configurations continue
-  from their lower-budget checkpoints (fairnas's default, beyond the paper);
+- ``smac``: ``run_search`` with ``SearchSettings(strategy="smac")``, Hyperband with eta and ParEGO, promoted
+  configurations continue from their lower-budget checkpoints (fairnas's default, beyond the paper);
 - ``smac_scratch``: the same SMAC search, every promoted configuration retrained from scratch (the paper);
-- ``random``: ``run_search(strategy="random")``, every configuration trained to the maximum budget;
+- ``random``: ``run_search`` with ``SearchSettings(strategy="random")``, every configuration trained to the
+  maximum budget;
 - ``moasha``: Syne Tune's MO-ASHA (the closest peer: multi-fidelity, multi-objective), see ``_moasha.py``.
 
 Problems:
@@ -58,13 +59,13 @@ import pandas as pd
 import torch
 
 from fairnas.io import write_text_atomic
-from fairnas.search import SearchResult, SearchSpace, load_space, run_search
-from fairnas.search.analytic import NoisyMultiFidelityProblem
+from fairnas.search import SearchResult, SearchSettings, SearchSpace, load_space, run_search
 from fairnas.search.hypervolume import hypervolume_curve
 from fairnas.search.trial import Target
-from fairnas.training.target import TrainingTarget
+from fairnas.tasks.search_target import TrainingTarget
 
 from _compute_meter import ComputeBudgetReached, CostMeter, EpochsTrained, MeteredTarget, RetrainingCost
+from analytic import NoisyMultiFidelityProblem
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 METHODS = {
@@ -166,20 +167,18 @@ def run_method(problem: Problem, method: str, *, seed: int, total_budget: float,
         )
     else:
         nominal_cap = total_budget * problem.eta / (problem.eta - 1) + problem.max_budget
+        settings = SearchSettings(
+            objectives=problem.objectives,
+            min_budget=problem.min_budget,
+            max_budget=problem.max_budget,
+            eta=problem.eta,
+            total_budget=nominal_cap,
+            strategy="random" if method == "random" else "smac",
+            seed=seed,
+            reference_point=problem.reference_point,
+        )
         try:
-            run_search(
-                metered,
-                problem.space,
-                objectives=problem.objectives,
-                min_budget=problem.min_budget,
-                max_budget=problem.max_budget,
-                eta=problem.eta,
-                total_budget=nominal_cap,
-                strategy="random" if method == "random" else "smac",
-                seed=seed,
-                output_dir=run_dir / "search",
-                reference_point=problem.reference_point,
-            )
+            run_search(metered, problem.space, settings, output_dir=run_dir / "search")
         except ComputeBudgetReached:
             pass  # trials.csv holds every finished trial
         trials = SearchResult.load(run_dir / "search").trials

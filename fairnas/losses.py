@@ -1,4 +1,4 @@
-"""Classification losses applied to a margin head's logits: cross-entropy and focal loss."""
+"""Classification losses applied to a margin head's logits (``conf/loss/``: torch's cross-entropy, focal loss)."""
 
 import torch
 import torch.nn.functional as F
@@ -20,15 +20,3 @@ class FocalLoss(nn.Module):
     def forward(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         log_p_t = F.log_softmax(logits.float(), dim=1).gather(1, labels.long().unsqueeze(1)).squeeze(1)
         return (-((1.0 - log_p_t.exp()) ** self.gamma) * log_p_t).mean()
-
-
-CLASSIFICATION_LOSSES = ("cross_entropy", "focal")
-
-
-def build_classification_loss(name: str = "cross_entropy", gamma: float = 2.0) -> nn.Module:
-    """``loss(logits [B, C], labels [B]) -> scalar``; ``gamma`` is used by the focal loss only."""
-    if name == "cross_entropy":
-        return nn.CrossEntropyLoss()
-    if name == "focal":
-        return FocalLoss(gamma)
-    raise ValueError(f"loss.name={name!r} is not a classification loss; allowed: {', '.join(CLASSIFICATION_LOSSES)}")

@@ -43,3 +43,15 @@ def tiny_config(tmp_path, cache_dir):
         )
 
     return make
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory, cache_dir):
+    """One tiny DPN trained for one epoch on the tiny synthetic set, shared read-only by every test that needs a
+    finished run: its run folder (``checkpoints/last.ckpt``, ``metrics.json``, ...)."""
+    from fairnas.config import compose_config
+    from fairnas.tasks.train import train
+
+    run = tmp_path_factory.mktemp("trained") / "run"
+    train(compose_config("train", [*TINY_DATA, f"paths.cache_dir={cache_dir}", "logger=none"], output_dir=run))
+    return run

@@ -80,9 +80,16 @@ def test_subset_rules_min_images_balance_and_cap():
     assert set(capped[capped["group"] == "a"]["identity"]) == {"a1"}  # whole identities only
 
 
+def ready(table, **options) -> FaceDataModule:
+    """A data module over ``table``, set up (splits read and checked) as training sets it up."""
+    datamodule = FaceDataModule(lambda: table, **options)
+    datamodule.setup()
+    return datamodule
+
+
 def test_datamodule_classes_groups_and_identity_disjoint_loaders(tmp_path):
     write_generic(tmp_path, balanced_rows())
-    dm = FaceDataModule(read_generic(tmp_path), transforms={"image_size": 16}, batch_size=4)
+    dm = ready(read_generic(tmp_path), transforms={"image_size": 16}, batch_size=4)
     assert dm.num_classes == 4 and dm.group_order == ["a", "b"]
     batch = next(iter(dm.train_dataloader()))
     assert batch["image"].shape == (4, 3, 16, 16) and batch["label"].max() < 4
@@ -94,19 +101,19 @@ def test_group_without_probes_fails_before_training(tmp_path):
     rows = [r for r in balanced_rows() if not (r[1] == "test" and r[2] == "b")] + rows_for("test", "b", "lonely", 1)
     write_generic(tmp_path, rows)
     with pytest.raises(ValueError, match="group 'b' has no probes in split 'test'"):
-        FaceDataModule(read_generic(tmp_path), min_images=1)
+        ready(read_generic(tmp_path), min_images=1)
 
 
 def test_group_order_must_name_present_groups(tmp_path):
     write_generic(tmp_path, balanced_rows())
     with pytest.raises(ValueError, match=r"data.group_order: groups \['c'\]"):
-        FaceDataModule(read_generic(tmp_path), group_order=["a", "c"])
-    assert FaceDataModule(read_generic(tmp_path), group_order=["b", "a"]).group_order == ["b", "a"]
+        ready(read_generic(tmp_path), group_order=["a", "c"])
+    assert ready(read_generic(tmp_path), group_order=["b", "a"]).group_order == ["b", "a"]
 
 
 def test_batches_depend_only_on_seed_epoch_and_index(tmp_path):
     write_generic(tmp_path, balanced_rows())
-    data = FaceDataModule(read_generic(tmp_path), transforms={"image_size": 16, "resize": 20}).dataset("train")
+    data = ready(read_generic(tmp_path), transforms={"image_size": 16, "resize": 20}).dataset("train")
     first, again = data[(3, 5)]["image"], data[(3, 5)]["image"]
     torch.testing.assert_close(first, again)
     assert not torch.equal(data[(3, 5)]["image"], data[(3, 6)]["image"])  # new epoch, new crop/flip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,26 +13,16 @@ import pandas as pd
 import pytest
 import torch
 
-from fairnas.cli import run_cli
 from fairnas.config import compose_config
 from fairnas.data.formats import read_bin
-from fairnas.evaluation import embed_images, evaluate, load_trained_model
+from fairnas.evaluation import embed_images
 from fairnas.metrics import kfold_accuracy, pair_scores
-from fairnas.training import train
-from tests.conftest import TINY_DATA
+from fairnas.tasks.evaluate import evaluate
+from fairnas.tasks.runs import load_run
 from tests.layouts import RACES, write_bin, write_rfw
 
 LABEL = "SMAC_301_cosface"
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def trained_run(tmp_path_factory):
-    """A tiny DPN trained for one epoch on synthetic faces: its run folder."""
-    root = tmp_path_factory.mktemp("trained")
-    train(compose_config("train", [*TINY_DATA, f"paths.cache_dir={root / 'cache'}", "logger=none"],
-                         output_dir=root / "run"))
-    return root / "run"
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +52,7 @@ def test_evaluate_writes_the_transfer_tables(trained_run, benchmarks, tmp_path):
     assert ((accuracy >= 0) & (accuracy <= 100)).all().all()
 
     # The table's value is the 10-fold accuracy of the model's own embeddings of the benchmark.
-    model = load_trained_model(trained_run / "checkpoints" / "last.ckpt")
+    model = load_run(trained_run)
     lfw = read_bin(benchmarks / "bins", "lfw.bin", cache_dir=tmp_path / "cache")
     embeddings = embed_images(model.embedder, lfw.root, lfw.images["path"].tolist(), model.config.data.transforms)
     scores = pair_scores(embeddings, lfw.pairs["left"], lfw.pairs["right"])
@@ -102,45 +93,28 @@ def test_several_checkpoints_and_wandb(trained_run, benchmarks, tmp_path):
     assert len(runs) == 1 and any(runs[0].glob("*.wandb"))
 
 
-BAD_INPUTS = [
-    (("benchmarks=[lfw,megaface]",), r"error: benchmarks: \['megaface'\] not in the catalog; allowed: \['lfw'"),
-    (("bin_dir=null",), r"error: benchmarks: 'lfw' needs its folder, catalog.lfw.root = \$\{bin_dir\}"),
-    (("ckpt=/no/such.ckpt",), r"error: ckpt: checkpoint '/no/such.ckpt' does not exist"),
-    (("names=[a,b]",), r"error: names: 2 labels for 1 checkpoints"),
-    (("benchmarks=[]",), r"error: evaluate: nothing to do"),
-    (("linear_probe.enabled=true", "benchmarks=[]", "linear_probe.split=train2"),
-     r"error: linear_probe.split='train2' is not a split"),
-]
-
-
-@pytest.mark.parametrize(("overrides", "message"), BAD_INPUTS, ids=[o[0] for o, _ in BAD_INPUTS])
-def test_bad_input_is_one_line(trained_run, benchmarks, tmp_path, capsys, overrides, message):
-    with pytest.raises(SystemExit) as exit_info:
-        run_cli(evaluate, evaluate_config(trained_run, benchmarks, tmp_path, *overrides))
-    assert exit_info.value.code == 2
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and re.match(message, lines[0]), lines
-
-
-def test_checkpoint_without_run_config_or_of_another_model(trained_run, tmp_path):
-    (tmp_path / "checkpoints").mkdir()
-    lone = tmp_path / "checkpoints" / "last.ckpt"
-    lone.write_bytes((trained_run / "checkpoints" / "last.ckpt").read_bytes())
-    with pytest.raises(FileNotFoundError, match=r"config\.yaml"):
-        load_trained_model(lone)
-    (tmp_path / "config.yaml").write_text(
-        (trained_run / "config.yaml").read_text().replace("embedding_dim: 64", "embedding_dim: 32"))
+def test_load_run_needs_a_checkpoint_with_its_config_and_matching_weights(trained_run, tmp_path):
+    state = torch.load(trained_run / "checkpoints" / "last.ckpt", weights_only=True)
+    without_config = tmp_path / "without_config.ckpt"
+    torch.save({"state_dict": state["state_dict"]}, without_config)
+    with pytest.raises(ValueError, match="carries no training config"):
+        load_run(without_config)
+    state["hyper_parameters"]["config"]["embedding_dim"] = 32
+    other_model = tmp_path / "other_model.ckpt"
+    torch.save(state, other_model)
     with pytest.raises(ValueError, match="does not match the model"):
-        load_trained_model(lone)
+        load_run(other_model)
 
 
-def test_loaded_model_embeds_like_the_trained_module(trained_run):
-    model = load_trained_model(trained_run / "checkpoints" / "last.ckpt")
-    state = torch.load(trained_run / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
-    weight = state["embedder.neck.layers.2.weight"]
-    assert torch.equal(model.embedder.neck.layers[2].weight, weight)
-    assert not model.embedder.training and model.label == LABEL
-    assert np.isclose(model.config.data.transforms.image_size, 32)
+def test_loaded_run_embeds_like_the_trained_module_even_when_moved(trained_run, tmp_path):
+    moved = tmp_path / "moved"
+    shutil.copytree(trained_run, moved)
+    run = load_run(moved)
+    state = torch.load(moved / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+    assert torch.equal(run.embedder.neck.layers[2].weight, state["embedder.neck.layers.2.weight"])
+    assert not run.embedder.training and run.label == LABEL and run.checkpoint == moved / "checkpoints" / "last.ckpt"
+    assert np.isclose(run.config.data.transforms.image_size, 32) and run.config.output_dir == str(moved)
+    assert len(run.data().splits["test"]) == 24
 
 
 @pytest.mark.slow

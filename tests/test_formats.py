@@ -11,6 +11,7 @@ import pytest
 
 from fairnas.config import compose_config
 from fairnas.data.formats import (
+    SplitSpec,
     read_bin,
     read_celeba,
     read_folders,
@@ -20,7 +21,8 @@ from fairnas.data.formats import (
     read_vggface2,
 )
 from fairnas.data.formats.vggface2 import read_identity_meta
-from fairnas.training import train
+from fairnas.tasks.runs import load_run
+from fairnas.tasks.train import train
 from tests.layouts import (
     CELEBA_ATTRIBUTES,
     RACES,
@@ -32,7 +34,7 @@ from tests.layouts import (
     write_vggface2,
 )
 
-SPLIT = {"fractions": [0.6, 0.2, 0.2], "seed": 0}
+SPLIT = {"fractions": [0.6, 0.2, 0.2], "seed": 0}  # SplitSpec arguments
 
 
 def split_of(table) -> dict[str, str]:
@@ -47,7 +49,7 @@ def split_of(table) -> dict[str, str]:
 
 def test_celeba_male_is_the_default_group_and_other_attributes_are_metadata(tmp_path):
     male = write_celeba(tmp_path)
-    table = read_celeba(tmp_path, split=SPLIT)
+    table = read_celeba(tmp_path, split=SplitSpec(**SPLIT))
     frame = table.frame
     assert table.attribute == "Male" and len(frame) == 80
     assert frame.groupby("identity")["Male"].first().to_dict() == {k: "1" if v else "0" for k, v in male.items()}
@@ -60,7 +62,7 @@ def test_celeba_male_is_the_default_group_and_other_attributes_are_metadata(tmp_
 def test_celeba_seeded_split_is_identity_disjoint_stratified_saved_and_readable(tmp_path):
     write_celeba(tmp_path / "celeba")
     saved = tmp_path / "run" / "splits" / "celeba.csv"
-    table = read_celeba(tmp_path / "celeba", split={**SPLIT, "save_to": str(saved)})
+    table = read_celeba(tmp_path / "celeba", split=SplitSpec(**{**SPLIT, "save_to": str(saved)}))
     splits = split_of(table)
     groups = table.frame.groupby("identity")["Male"].first()
     counts = pd.crosstab(groups, pd.Series(splits))
@@ -68,9 +70,9 @@ def test_celeba_seeded_split_is_identity_disjoint_stratified_saved_and_readable(
 
     file = pd.read_csv(saved, dtype=str)
     assert list(file.columns) == ["identity", "split"] and file.set_index("identity")["split"].to_dict() == splits
-    assert split_of(read_celeba(tmp_path / "celeba", split={"file": str(saved)})) == splits
-    assert split_of(read_celeba(tmp_path / "celeba", split=SPLIT)) == splits
-    assert split_of(read_celeba(tmp_path / "celeba", split={**SPLIT, "seed": 1})) != splits
+    assert split_of(read_celeba(tmp_path / "celeba", split=SplitSpec(**{"file": str(saved)}))) == splits
+    assert split_of(read_celeba(tmp_path / "celeba", split=SplitSpec(**SPLIT))) == splits
+    assert split_of(read_celeba(tmp_path / "celeba", split=SplitSpec(**{**SPLIT, "seed": 1}))) != splits
 
 
 def test_celeba_official_partition_and_any_attribute(tmp_path):
@@ -90,7 +92,7 @@ def test_celeba_counted_skips(tmp_path, caplog):
     (tmp_path / "list_attr_celeba.txt").write_text("\n".join(line for line in attributes
                                                              if not line.startswith("000003.jpg")))
     with caplog.at_level(logging.WARNING):
-        table = read_celeba(tmp_path, split=SPLIT, verify_images=True)
+        table = read_celeba(tmp_path, split=SplitSpec(**SPLIT), verify_images=True)
     assert len(table.frame) == 77
     assert "celeba: skipped 1 images missing from list_attr_celeba.txt" in caplog.text
     assert "celeba: skipped 1 image files that do not exist" in caplog.text
@@ -107,7 +109,7 @@ def test_celeba_identity_with_a_tied_vote_is_skipped(tmp_path, caplog):
         lines[row] = " ".join(fields)
     (tmp_path / "list_attr_celeba.txt").write_text("\n".join(lines) + "\n")
     with caplog.at_level(logging.WARNING):
-        table = read_celeba(tmp_path, split=SPLIT)
+        table = read_celeba(tmp_path, split=SplitSpec(**SPLIT))
     assert "101" not in set(table.frame["identity"])
     assert "skipped 4 images of 1 identities with a tied 'Male' vote" in caplog.text
 
@@ -119,13 +121,11 @@ def test_celeba_bad_input_is_named(tmp_path):
     with pytest.raises(ValueError, match=r"'Gender' is not a CelebA attribute; allowed: \['5_o_Clock_Shadow'"):
         read_celeba(tmp_path, attribute="Gender")
     with pytest.raises(ValueError, match=r"split.fractions=\[0.5, 0.2, 0.2\]"):
-        read_celeba(tmp_path, split={"fractions": [0.5, 0.2, 0.2]})
-    with pytest.raises(ValueError, match=r"unknown key\(s\) \['ratio'\]"):
-        read_celeba(tmp_path, split={"ratio": 0.5})
+        read_celeba(tmp_path, split=SplitSpec(**{"fractions": [0.5, 0.2, 0.2]}))
     with pytest.raises(ValueError, match="leave it none in the val split"):
-        read_celeba(tmp_path, split={"fractions": [0.98, 0.01, 0.01]})
+        read_celeba(tmp_path, split=SplitSpec(**{"fractions": [0.98, 0.01, 0.01]}))
     with pytest.raises(FileNotFoundError, match="split file"):
-        read_celeba(tmp_path, split={"file": str(tmp_path / "missing.csv")})
+        read_celeba(tmp_path, split=SplitSpec(**{"file": str(tmp_path / "missing.csv")}))
     (tmp_path / "identity_CelebA.txt").unlink()
     with pytest.raises(FileNotFoundError, match=r"identity_CelebA\.txt"):
         read_celeba(tmp_path)
@@ -141,14 +141,14 @@ def test_celeba_single_group_is_an_error(tmp_path):
         fields[male] = "1"
     attributes.write_text("\n".join(lines[:2] + [" ".join(fields) for fields in rows]) + "\n")
     with pytest.raises(ValueError, match=r"'Male' has the single value \['1'\]"):
-        read_celeba(tmp_path, split=SPLIT)
+        read_celeba(tmp_path, split=SplitSpec(**SPLIT))
 
 
 def test_split_file_with_unknown_split_is_rejected(tmp_path):
     write_celeba(tmp_path)
     (tmp_path / "split.csv").write_text("identity,split\n101,training\n")
     with pytest.raises(ValueError, match=r"values \['training'\]; allowed: \['train', 'val', 'test'\]"):
-        read_celeba(tmp_path, split={"file": str(tmp_path / "split.csv")})
+        read_celeba(tmp_path, split=SplitSpec(**{"file": str(tmp_path / "split.csv")}))
 
 
 # --- VGGFace2 ---------------------------------------------------------------------------------------------------
@@ -156,7 +156,7 @@ def test_split_file_with_unknown_split_is_rejected(tmp_path):
 
 def test_vggface2_test_folder_is_test_and_val_is_carved_from_train(tmp_path):
     write_vggface2(tmp_path)
-    table = read_vggface2(tmp_path, split={"fractions": [0.75, 0.25, 0.0], "seed": 0})
+    table = read_vggface2(tmp_path, split=SplitSpec(**{"fractions": [0.75, 0.25, 0.0], "seed": 0}))
     splits = split_of(table)
     assert table.attribute == "Gender" and set(table.frame["Gender"]) == {"m", "f"}
     assert {identity for identity, split in splits.items() if split == "test"} == {
@@ -180,7 +180,7 @@ def test_vggface2_identities_missing_from_meta_are_skipped(tmp_path, caplog):
     write_vggface2(tmp_path)
     write_image(tmp_path / "train" / "n999999" / "0001_01.jpg", np.random.default_rng(0))
     with caplog.at_level(logging.WARNING):
-        table = read_vggface2(tmp_path, split={"fractions": [0.75, 0.25, 0.0]})
+        table = read_vggface2(tmp_path, split=SplitSpec(**{"fractions": [0.75, 0.25, 0.0]}))
     assert "n999999" not in set(table.frame["identity"])
     assert "vggface2: skipped 1 images of 1 identities missing from identity_meta.csv" in caplog.text
 
@@ -190,7 +190,7 @@ def test_vggface2_identities_missing_from_meta_are_skipped(tmp_path, caplog):
 
 def test_rfw_has_four_race_groups(tmp_path):
     write_rfw(tmp_path)
-    table = read_rfw(tmp_path, split={"fractions": [0.34, 0.33, 0.33]})
+    table = read_rfw(tmp_path, split=SplitSpec(**{"fractions": [0.34, 0.33, 0.33]}))
     assert table.attribute == "race"
     assert table.frame.groupby("race")["identity"].nunique().to_dict() == dict.fromkeys(RACES, 6)
     assert table.frame["path"].str.match(r"data/(African|Asian|Caucasian|Indian)/m\.0\w+/m\.0\w+_\d{4}\.jpg").all()
@@ -233,7 +233,7 @@ def test_folders_with_attribute_csv(tmp_path, caplog):
     (tmp_path / "people.csv").write_text("identity,skin,age\n" + "\n".join(rows) + "\n")
     with caplog.at_level(logging.WARNING):
         table = read_folders(tmp_path, attribute="skin", attributes="people.csv", images="faces",
-                             split={"fractions": [0.5, 0.25, 0.25]})
+                             split=SplitSpec(**{"fractions": [0.5, 0.25, 0.25]}))
     assert set(table.frame["skin"]) == {"a", "b"} and table.frame["age"].notna().all()
     assert table.frame["path"].iloc[0] == "faces/person0/0.jpg"
     assert "folders: skipped 3 images of 1 identities without a 'skin' value in people.csv" in caplog.text
@@ -312,5 +312,11 @@ def test_one_epoch_on_a_real_layout(tmp_path, data):
     assert metrics["group_order"] == (["1", "0"] if data == "celeba" else ["m", "f"])
     # celeba: 2 test identities per group; vggface2: the 8 identities of test/; 4 images each
     assert metrics["test"]["n_probes"] == (16.0 if data == "celeba" else 32.0)
-    assert (tmp_path / "run" / "splits" / f"{data}.csv").is_file()
+    assert (tmp_path / "run" / "splits.csv").is_file()
     assert (tmp_path / "run" / "checkpoints" / "last.ckpt").is_file()
+    # A moved run reads back the split file it saved: the same test images.
+    trained_test = set(load_run(tmp_path / "run").data().splits["test"]["path"])
+    (tmp_path / "run").rename(tmp_path / "moved")
+    reloaded = load_run(tmp_path / "moved")
+    assert reloaded.config.data.table.split.file == str(tmp_path / "moved" / "splits.csv")
+    assert set(reloaded.data().splits["test"]["path"]) == trained_test

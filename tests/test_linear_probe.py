@@ -9,12 +9,9 @@ import torch
 
 from fairnas.audits import LAYERS, linear_probe, stage_features
 from fairnas.config import compose_config
-from fairnas.evaluation import evaluate, load_trained_model
-from fairnas.evaluation.probing import probe_trained_model
 from fairnas.models import build_dpn
 from fairnas.models.timm_backbone import TimmBackbone
-from fairnas.training import train
-from tests.conftest import TINY_DATA
+from fairnas.tasks.evaluate import evaluate
 
 
 def test_stage_features_of_timm_and_dpn_backbones():
@@ -49,22 +46,6 @@ def test_probe_needs_two_groups():
         linear_probe({"x": np.zeros((10, 2))}, np.zeros(10, dtype=int), np.arange(10))
 
 
-@pytest.fixture(scope="module")
-def trained_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("probe")
-    train(compose_config("train", [*TINY_DATA, f"paths.cache_dir={root / 'cache'}", "logger=none"],
-                         output_dir=root / "run"))
-    return root / "run"
-
-
-def test_probe_of_a_trained_run_reports_accuracy_per_layer(trained_run):
-    model = load_trained_model(trained_run / "checkpoints" / "last.ckpt")
-    result = probe_trained_model(model, split="test", seed=0)
-    assert set(result) == {*LAYERS, "chance", "n_train", "n_test"}
-    assert all(0.0 <= result[layer] <= 1.0 for layer in LAYERS)
-    assert result["n_train"] + result["n_test"] == 24  # 2 test identities per group x 6 images (tiny synthetic set)
-
-
 def test_evaluate_writes_the_probe_table(trained_run, tmp_path):
     cfg = compose_config("evaluate", [
         f"ckpt={trained_run / 'checkpoints' / 'last.ckpt'}", "benchmarks=[]", "linear_probe.enabled=true",
@@ -75,3 +56,5 @@ def test_evaluate_writes_the_probe_table(trained_run, tmp_path):
     assert list(saved.columns) == [*LAYERS, "chance", "n_train", "n_test"]
     assert ((saved[list(LAYERS)] >= 0) & (saved[list(LAYERS)] <= 100)).all().all()
     assert saved.loc["SMAC_301_cosface", "layer_N"] == pytest.approx(tables["linear_probe"].iloc[0]["layer_N"])
+    # 2 test identities per group x 6 images (the tiny synthetic set), split in identity-disjoint halves
+    assert saved.loc["SMAC_301_cosface", "n_train"] + saved.loc["SMAC_301_cosface", "n_test"] == 24

@@ -10,14 +10,14 @@ import pytest
 import torch
 
 from fairnas.mitigations import GroupMargins
-from fairnas.models import build_head
+from tests.helpers import make_head
 
 SCALE, EXTRA = 10.0, 0.2
 
 
 def batch_and_module(head_name, **head_kwargs):
     torch.manual_seed(0)
-    head = build_head(head_name, embedding_dim=8, num_classes=5, scale=SCALE, **head_kwargs)
+    head = make_head(head_name, 8, 5, scale=SCALE, **head_kwargs)
     embeddings = torch.randn(6, 8) * 20
     batch = {"label": torch.tensor([0, 1, 2, 3, 4, 0]), "group": torch.tensor([0, 1, 0, 1, 1, 0])}
     return head, embeddings, batch, SimpleNamespace(head=head, group_order=["g0", "g1"])
@@ -79,7 +79,7 @@ def test_bad_settings_are_named():
 
 @pytest.mark.filterwarnings("ignore:You are trying to `self.log\(\)`")
 def test_training_step_passes_the_policy_margins_to_the_head(tiny_config):
-    from fairnas.training.train import build_model
+    from fairnas.tasks.runs import build_model
 
     cfg = tiny_config("mitigation=angular", "mitigation.group=g1", f"mitigation.extra_margin={EXTRA}")
     module, data = build_model(cfg)

@@ -9,6 +9,7 @@ import pytest
 from hydra.utils import instantiate
 
 from fairnas.data import FaceDataModule
+from fairnas.tasks.runs import build_datamodule
 from fairnas.mitigations import FlipGroupLabels, group_by_accuracy, resolve_group
 
 
@@ -77,9 +78,9 @@ def test_unknown_group_lists_the_groups_present():
 
 
 def test_data_module_flips_only_training_labels_of_the_group(tiny_config):
-    plain = instantiate(tiny_config().data, seed=0)
+    plain = build_datamodule(tiny_config())
     cfg = tiny_config("mitigation=flipped", "mitigation.group=g0", "mitigation.fraction=0.5")
-    flipped = instantiate(cfg.data, seed=cfg.seed)
+    flipped = build_datamodule(cfg)
 
     groups = flipped.splits["train"]["group"].to_numpy()
     changed = flipped.train_labels != plain.train_labels
@@ -93,14 +94,14 @@ def test_data_module_flips_only_training_labels_of_the_group(tiny_config):
 def test_data_module_rejects_a_transform_returning_unknown_classes(tiny_config):
     table = instantiate(tiny_config().data.table)
     with pytest.raises(ValueError, match=r"data.label_transform must return 96 class indices in \[0, 16\)"):
-        FaceDataModule(table, label_transform=lambda labels, groups: labels + 1000)
+        FaceDataModule(table, label_transform=lambda labels, groups: labels + 1000).setup()
 
 
 def test_config_reads_the_better_group_from_reference_metrics(tiny_config, tmp_path):
     metrics = write_metrics(tmp_path / "metrics.json", {"g0": 0.9, "g1": 0.4})
     cfg = tiny_config("mitigation=flipped", f"mitigation.reference_metrics={metrics}", "mitigation.fraction=0.25")
-    data = instantiate(cfg.data, seed=cfg.seed)
-    plain = instantiate(tiny_config().data, seed=0)
+    data = build_datamodule(cfg)
+    plain = build_datamodule(tiny_config())
 
     groups = data.splits["train"]["group"].to_numpy()
     changed = data.train_labels != plain.train_labels

@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
-from hydra.errors import InstantiationException
 from omegaconf import OmegaConf
 
 from fairnas.audits import linear_probe
 from fairnas.config import compose_config
-from fairnas.evaluation import embed_images, load_trained_model
+from fairnas.evaluation import embed_images
 from fairnas.mitigations import SensitiveAttributeAdversary, SensitiveNetsEmbedder
-from fairnas.training import train
-from fairnas.training.train import build_embedder, build_model
+from fairnas.tasks.runs import build_embedder, build_model, load_run
+from fairnas.tasks.train import train
 from tests.conftest import TINY_DATA
 
 
@@ -32,7 +32,7 @@ def pretrained(tmp_path_factory, cache_dir):
 
 def test_adversary_trains_the_discriminator_on_its_loss_and_the_embedding_on_delta():
     torch.manual_seed(0)
-    adversary = SensitiveAttributeAdversary(embedding_dim=8, n_groups=2, alpha=0.5, hidden_layers=1)
+    adversary = SensitiveAttributeAdversary(embedding_dim=8, n_groups=2, weight=0.5, hidden_layers=1)
     embeddings = torch.randn(12, 8, requires_grad=True)
     groups = torch.tensor([0, 1] * 5 + [-1, -1])  # the last two lie outside the group order: ignored
     loss = adversary(batch={"group": groups}, embeddings=embeddings, logits=None, module=None)
@@ -48,15 +48,21 @@ def test_adversary_trains_the_discriminator_on_its_loss_and_the_embedding_on_del
     leaf = embeddings.detach().requires_grad_(True)
     probabilities = adversary.discriminator(F.normalize(leaf[known], dim=1)).softmax(dim=1)
     delta = torch.log1p((probabilities - 0.5).abs()).mean()
-    assert torch.allclose(embeddings.grad, torch.autograd.grad(0.5 * delta, leaf)[0], atol=1e-6)
-    assert float(loss) == pytest.approx(float(0.5 * delta + discriminator_loss), rel=1e-5)
+    assert torch.allclose(embeddings.grad, torch.autograd.grad(delta, leaf)[0], atol=1e-6)
+    assert float(loss) == pytest.approx(float(delta + discriminator_loss), rel=1e-5)
     assert not embeddings.grad[~known].any()
+    assert adversary.weight == 0.5  # applied by the training module, like every regulariser's weight
 
 
-def test_adversary_names_a_wrong_group_count():
-    adversary = SensitiveAttributeAdversary(embedding_dim=4, n_groups=2)
-    with pytest.raises(ValueError, match=r"mitigation.n_groups=2 but the data has group index 2"):
-        adversary(batch={"group": torch.tensor([0, 2])}, embeddings=torch.randn(2, 4), logits=None, module=None)
+def test_discriminator_has_one_output_per_group_of_the_data(pretrained, tmp_path):
+    checkpoint, overrides = pretrained
+    cfg = compose_config("train", [*overrides, "data.table.n_groups=3", "data.table.n_identities=36",
+                                   "mitigation=sensitivenets", f"mitigation.checkpoint={checkpoint}"],
+                         output_dir=tmp_path)
+    module, _ = build_model(cfg)
+    assert module.regularizers["sensitivenets"].discriminator[-1].out_features == 3 == cfg.data_info.n_groups
+    with pytest.raises(ValueError, match="the data has 1 protected group"):
+        SensitiveAttributeAdversary(embedding_dim=4, n_groups=1)
 
 
 def test_embedder_starts_as_the_frozen_pretrained_embedding(pretrained):
@@ -65,7 +71,7 @@ def test_embedder_starts_as_the_frozen_pretrained_embedding(pretrained):
     embedder = build_embedder(cfg)
     assert isinstance(embedder, SensitiveNetsEmbedder)
     images = torch.randn(4, 3, 32, 32)
-    reference = load_trained_model(checkpoint).embedder
+    reference = load_run(checkpoint).embedder
     assert torch.allclose(embedder.eval()(images), reference(images), atol=1e-5)  # zero-initialised residual
 
     embedder.train()
@@ -78,13 +84,15 @@ def test_checkpoint_of_another_architecture_is_named(pretrained):
     checkpoint, overrides = pretrained
     cfg = compose_config("train", [*overrides, "embedding_dim=32", "mitigation=sensitivenets",
                                    f"mitigation.checkpoint={checkpoint}"])
-    with pytest.raises(InstantiationException, match="was trained with another backbone or embedding_dim"):
+    with pytest.raises(ValueError, match="init_from: .* does not match the model of this config"):
         build_embedder(cfg)
 
 
 def test_sensitivenets_run_is_trained_and_evaluated_like_any_other(pretrained, tmp_path):
     checkpoint, overrides = pretrained
-    cfg = compose_config("train", [*overrides, "mitigation=sensitivenets", f"mitigation.checkpoint={checkpoint}",
+    baseline_copy = tmp_path / "baseline"
+    shutil.copytree(checkpoint.parents[1], baseline_copy)
+    cfg = compose_config("train", [*overrides, "mitigation=sensitivenets", f"mitigation.checkpoint={baseline_copy}",
                                    "logger=csv"], output_dir=tmp_path / "run")
     metrics = train(cfg)
 
@@ -94,8 +102,14 @@ def test_sensitivenets_run_is_trained_and_evaluated_like_any_other(pretrained, t
     assert metrics["test"]["error"] == pytest.approx(saved["test"]["error"])
     header = (tmp_path / "run" / "csv" / "version_0" / "metrics.csv").read_text().splitlines()[0].split(",")
     assert "train/sensitivenets" in header
-    reloaded = load_trained_model(tmp_path / "run" / "checkpoints" / "last.ckpt")  # as evaluate.py loads it
+    shutil.rmtree(baseline_copy)  # the run is self-contained: it holds the frozen extractor's weights
+    reloaded = load_run(tmp_path / "run")  # as evaluate.py and audit.py load it
     assert isinstance(reloaded.embedder, SensitiveNetsEmbedder) and reloaded.embedder.removal[-1].weight.any()
+    images = torch.randn(2, 3, 32, 32)
+    trained = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+    assert torch.equal(reloaded.embedder.extractor.state_dict()["neck.layers.2.weight"],
+                       trained["embedder.extractor.neck.layers.2.weight"])
+    assert reloaded.embedder(images).shape == (2, 64)
 
 
 PROBE_SEEDS = (0, 1, 2)

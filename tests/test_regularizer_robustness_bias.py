@@ -7,10 +7,11 @@ import types
 import pytest
 import torch
 
-from fairnas.models import FaceEmbedder, TimmBackbone, build_dpn, build_head
+from fairnas.models import FaceEmbedder, TimmBackbone, build_dpn
 from fairnas.regularizers import RobustnessBiasRegularizer
 from fairnas.robustness import linearized_boundary_distance
-from fairnas.training import train
+from fairnas.tasks.train import train
+from tests.helpers import make_head
 
 STD = (0.5, 0.5, 0.5)
 
@@ -30,7 +31,7 @@ def biased_batch(n: int = 8, seed: int = 0) -> dict:
 
 
 def regularizer_value(embedder, head, batch, **options):
-    regularizer = RobustnessBiasRegularizer(**{"alpha": 1.0, "tau": 0.02, "temperature": 0.01, **options})
+    regularizer = RobustnessBiasRegularizer(**{"weight": 1.0, "tau": 0.02, "temperature": 0.01, **options})
     embeddings = embedder(batch["image"])
     module = types.SimpleNamespace(head=head)
     return regularizer(batch=batch, embeddings=embeddings, logits=head(embeddings, batch["label"]).logits,
@@ -41,7 +42,7 @@ def regularizer_value(embedder, head, batch, **options):
 @pytest.mark.parametrize("head_name", ["cosface", "arcface", "magface"])
 def test_gradient_is_finite_and_non_zero_for_every_head_and_backbone(backbone, head_name):
     torch.manual_seed(0)
-    embedder, head = embedder_for(backbone).train(), build_head(head_name, embedding_dim=32, num_classes=4)
+    embedder, head = embedder_for(backbone).train(), make_head(head_name, 32, 4)
     value, _ = regularizer_value(embedder, head, biased_batch(), temperature=1.0)
     assert value.ndim == 0 and 0 < value.item() <= 1
     value.backward()
@@ -52,7 +53,7 @@ def test_gradient_is_finite_and_non_zero_for_every_head_and_backbone(backbone, h
 
 def test_value_is_eq_2_9_with_sigmoid_indicators():
     torch.manual_seed(0)
-    embedder, head = embedder_for("dpn").eval(), build_head("cosface", embedding_dim=32, num_classes=4)
+    embedder, head = embedder_for("dpn").eval(), make_head("cosface", 32, 4)
     batch = biased_batch()
     value, embeddings = regularizer_value(embedder, head, batch, tau=0.01, temperature=0.005)
     distance = linearized_boundary_distance(head(embeddings).logits, batch["image"], batch["label"], pixel_std=STD)
@@ -65,7 +66,7 @@ def test_value_is_eq_2_9_with_sigmoid_indicators():
 def test_pixel_std_scales_the_distance():
     """Inputs normalised by std s: a pixel step of delta moves the input by delta / s, so d_pixels = d_inputs * s."""
     torch.manual_seed(0)
-    embedder, head = embedder_for("dpn").eval(), build_head("cosface", embedding_dim=32, num_classes=4)
+    embedder, head = embedder_for("dpn").eval(), make_head("cosface", 32, 4)
     batch = biased_batch()
     logits = head(embedder(batch["image"])).logits
     in_inputs = linearized_boundary_distance(logits, batch["image"], batch["label"], create_graph=True)
@@ -74,7 +75,7 @@ def test_pixel_std_scales_the_distance():
 
 
 def test_is_zero_without_two_groups_in_the_batch():
-    embedder, head = embedder_for("dpn").eval(), build_head("cosface", embedding_dim=32, num_classes=4)
+    embedder, head = embedder_for("dpn").eval(), make_head("cosface", 32, 4)
     batch = biased_batch()
     batch["group"] = torch.where(batch["group"] == 1, -1, 0)   # one group plus images outside the group order
     value, _ = regularizer_value(embedder, head, batch)
@@ -82,7 +83,7 @@ def test_is_zero_without_two_groups_in_the_batch():
 
 
 def test_requires_input_gradients():
-    embedder, head = embedder_for("dpn").eval(), build_head("cosface", embedding_dim=32, num_classes=4)
+    embedder, head = embedder_for("dpn").eval(), make_head("cosface", 32, 4)
     batch = biased_batch()
     batch["image"] = batch["image"].detach()
     with pytest.raises(RuntimeError, match="require gradients"):
@@ -90,9 +91,9 @@ def test_requires_input_gradients():
 
 
 @pytest.mark.parametrize("options, match", [
-    ({"alpha": -1, "tau": 0.1}, "alpha=-1"), ({"alpha": 1, "tau": -0.1}, "tau=-0.1"),
-    ({"alpha": 1, "tau": 0.1, "temperature": 0}, "temperature=0"),
-    ({"alpha": 1, "tau": 0.1, "pixel_std": [0.5, 0.0, 0.5]}, "pixel_std"),
+    ({"weight": -1, "tau": 0.1}, "weight=-1"), ({"weight": 1, "tau": -0.1}, "tau=-0.1"),
+    ({"weight": 1, "tau": 0.1, "temperature": 0}, "temperature=0"),
+    ({"weight": 1, "tau": 0.1, "pixel_std": [0.5, 0.0, 0.5]}, "pixel_std"),
 ])
 def test_bad_options_are_rejected(options, match):
     with pytest.raises(ValueError, match=match):
@@ -100,11 +101,11 @@ def test_bad_options_are_rejected(options, match):
 
 
 def test_training_with_the_regularizer_config_logs_its_term(tiny_config, tmp_path):
-    cfg = tiny_config("regularizer=robustness_bias", "regularizer.robustness_bias.alpha=2.5",
+    cfg = tiny_config("regularizer=robustness_bias", "regularizer.robustness_bias.weight=2.5",
                       "regularizer.robustness_bias.tau=0.1", "data.transforms.std=[0.25,0.25,0.25]",
                       "+trainer.limit_train_batches=2", "trainer.log_every_n_steps=1", output_dir=tmp_path / "run")
     node = cfg.regularizer.robustness_bias
-    assert (node.alpha, node.tau, list(node.pixel_std)) == (2.5, 0.1, [0.25, 0.25, 0.25])
+    assert (node.weight, node.tau, list(node.pixel_std)) == (2.5, 0.1, [0.25, 0.25, 0.25])
     metrics = train(cfg)
     assert 0 <= metrics["val"]["error"] <= 1
     lines = (tmp_path / "run" / "csv" / "version_0" / "metrics.csv").read_text().splitlines()

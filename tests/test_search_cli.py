@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from fairnas.cli import run_cli
+from fairnas.tasks.cli import run_cli
 from fairnas.config import compose_config
-from fairnas.training.search_task import run_face_search
+from fairnas.tasks.search import run_face_search
 from tests.conftest import TINY_DATA
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def search_config(tmp_path, cache_dir, *overrides):
@@ -79,11 +75,3 @@ def test_space_key_missing_from_training_config_is_named(tmp_path, cache_dir, ca
     with pytest.raises(SystemExit):
         run_cli(run_face_search, cfg)
     assert "backbone.width" in capsys.readouterr().err
-
-
-def test_search_cli_exit_code(tmp_path):
-    result = subprocess.run(
-        [sys.executable, str(REPO / "search.py"), f"hydra.run.dir={tmp_path}", "search.eta=1"],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
-    )
-    assert result.returncode == 2 and result.stderr.strip().splitlines()[-1].startswith("error:")

@@ -7,26 +7,32 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from ConfigSpace import Categorical, ConfigurationSpace, Float
 
-from fairnas.search import SearchResult, non_dominated_mask, run_search
-from fairnas.search.analytic import NoisyMultiFidelityProblem
+from bench.analytic import NoisyMultiFidelityProblem
+from fairnas.search import SearchResult, SearchSettings, non_dominated_mask, run_search
 
 SPACES = Path(__file__).resolve().parents[1] / "searchspaces"
 ZDT1 = NoisyMultiFidelityProblem("zdt1", n_variables=3)
 REFERENCE = [1.5, 8.0]
 
 
-def _search(tmp_path, target=ZDT1, space=None, **overrides):
+def _search(tmp_path, target=ZDT1, space=None, known_objectives=None, **overrides):
     settings = {
         "objectives": ZDT1.objectives,
         "min_budget": 1,
         "max_budget": 4,
-        "output_dir": tmp_path / "search",
         "n_trials": 12,
         "reference_point": REFERENCE,
         **overrides,
     }
-    return run_search(target, ZDT1.configspace() if space is None else space, **settings)
+    return run_search(
+        target,
+        ZDT1.configspace() if space is None else space,
+        SearchSettings(**settings),
+        output_dir=tmp_path / "search",
+        known_objectives=known_objectives,
+    )
 
 
 def _check_outputs(result: SearchResult, n_trials: int) -> pd.DataFrame:
@@ -122,17 +128,10 @@ def test_smac_survives_crashing_trials(tmp_path):
 
 def test_three_objectives_with_mean_aggregation(tmp_path):
     dtlz2 = NoisyMultiFidelityProblem("dtlz2", n_variables=4, n_objectives=3)
-    result = run_search(
-        dtlz2,
-        dtlz2.configspace(),
-        objectives=dtlz2.objectives,
-        min_budget=1,
-        max_budget=4,
-        output_dir=tmp_path / "search",
-        n_trials=12,
-        multi_objective="mean",
-        objective_weights=[1, 1, 2],
+    settings = SearchSettings(
+        dtlz2.objectives, min_budget=1, max_budget=4, n_trials=12, multi_objective="mean", objective_weights=[1, 1, 2]
     )
+    result = run_search(dtlz2, dtlz2.configspace(), settings, output_dir=tmp_path / "search")
     _check_outputs(result, 12)
     assert result.hypervolume([3.0, 3.0, 3.0]) > 0
     assert set(pd.read_csv(tmp_path / "search" / "hypervolume.csv").filter(like="ref_").columns) == {
@@ -149,15 +148,8 @@ def test_smac_on_the_paper_space_only_proposes_valid_conditional_configs(tmp_pat
         lr = config.get("lr_adam", config.get("lr_sgd"))
         return {"error": abs(math.log10(lr) + 2.5) / budget, "rank_disparity": config["op0"] / 8}
 
-    result = run_search(
-        target,
-        SPACES / "dpn_paper.yaml",
-        objectives=["error", "rank_disparity"],
-        min_budget=1,
-        max_budget=4,
-        output_dir=tmp_path / "search",
-        n_trials=12,
-    )
+    settings = SearchSettings(["error", "rank_disparity"], min_budget=1, max_budget=4, n_trials=12)
+    result = run_search(target, SPACES / "dpn_paper.yaml", settings, output_dir=tmp_path / "search")
     trials = result.trials
     assert (trials["status"] == "success").all(), trials["error_message"].tolist()
     assert trials["lr_adam"].isna().tolist() == (trials["optimizer"] == "sgd").tolist()
@@ -165,8 +157,6 @@ def test_smac_on_the_paper_space_only_proposes_valid_conditional_configs(tmp_pat
 
 
 def test_a_space_with_few_configurations_is_not_evaluated_twice(tmp_path):
-    from ConfigSpace import Categorical, ConfigurationSpace
-
     space = ConfigurationSpace(seed=0)
     space.add(Categorical("x0", [0.1, 0.9]))
     result = _search(
@@ -179,26 +169,22 @@ def _never_called(config, seed, budget):
     raise AssertionError("no trial may run on bad input")
 
 
+def _clashing_space():
+    space = ConfigurationSpace(seed=0)
+    space.add([Float("x0", (0.0, 1.0)), Float("f2", (0.0, 1.0))])
+    return space
+
+
 @pytest.mark.parametrize(
-    ("overrides", "message"),
+    ("arguments", "message"),
     [
-        ({"known_objectives": ["f1", "error"]}, r"unknown objectives \['f2'\]"),
-        ({"min_budget": 5}, "min_budget <= max_budget"),
-        ({"eta": 1}, "eta must be an integer >= 2"),
-        ({"strategy": "grid"}, "unknown strategy 'grid'"),
-        ({"scheduler": "asha"}, "unknown scheduler 'asha'"),
-        ({"multi_objective": "nsga2"}, "unknown multi_objective 'nsga2'"),
-        ({"objective_weights": [1, 1]}, "need multi_objective='mean'"),
-        ({"n_trials": None}, "give n_trials or total_budget"),
-        ({"crash_cost": [1.0]}, "crash_cost must be"),
-        ({"reference_point": [1.0]}, "reference_point has 1 values"),
-        ({"objectives": ["f1", "f1"]}, "distinct metric names"),
-        ({"objectives": ["f1", "status"]}, "reserved trials.csv columns"),
+        ({"known_objectives": ["f1", "error"]}, r"unknown search.objectives \['f2'\]"),
+        ({"space": _clashing_space()}, r"hyperparameter names \['f2'\] clash with trials.csv columns"),
     ],
 )
-def test_bad_input_fails_before_any_trial(tmp_path, overrides, message):
+def test_objectives_and_space_are_checked_before_any_trial(tmp_path, arguments, message):
     with pytest.raises(ValueError, match=message):
-        _search(tmp_path, target=_never_called, **overrides)
+        _search(tmp_path, target=_never_called, **arguments)
     assert not (tmp_path / "search").exists()
 
 
@@ -207,11 +193,8 @@ def test_space_key_unknown_to_the_training_config_fails_before_any_trial(tmp_pat
         run_search(
             _never_called,
             SPACES / "dpn_paper.yaml",
-            objectives=["error"],
-            min_budget=1,
-            max_budget=4,
+            SearchSettings(["error"], min_budget=1, max_budget=4, n_trials=3),
             output_dir=tmp_path / "search",
-            n_trials=3,
             known_keys={"head", "optimizer", "optimizer.lr"},
         )
 

@@ -10,10 +10,14 @@ import time
 import pandas as pd
 import pytest
 
-from fairnas.search import run_search
-from fairnas.search.analytic import NoisyMultiFidelityProblem
+from bench.analytic import NoisyMultiFidelityProblem
+from fairnas.search import SearchSettings, run_search
 
 ZDT1 = NoisyMultiFidelityProblem("zdt1", n_variables=3)
+
+
+def _settings(**overrides):
+    return SearchSettings(ZDT1.objectives, min_budget=1, max_budget=4, n_workers=2, **overrides)
 
 
 def _recording_target(config, seed, budget, *, log_dir):
@@ -30,12 +34,8 @@ def test_two_local_dask_workers_evaluate_trials_concurrently(tmp_path):
     result = run_search(
         functools.partial(_recording_target, log_dir=log_dir),
         ZDT1.configspace(),
-        objectives=ZDT1.objectives,
-        min_budget=1,
-        max_budget=4,
+        _settings(n_trials=8),
         output_dir=tmp_path / "search",
-        n_trials=8,
-        n_workers=2,
     )
     trials = pd.read_csv(tmp_path / "search" / "trials.csv")
     assert len(trials) == 8 and (trials["status"] == "success").all()
@@ -67,18 +67,8 @@ def test_an_existing_dask_scheduler_runs_the_trials(tmp_path, external_scheduler
     else:  # what `dask scheduler --scheduler-file` writes, as on a SLURM cluster
         (tmp_path / "scheduler.json").write_text(json.dumps({"type": "Scheduler", "address": external_scheduler}))
         where = {"dask_scheduler_file": str(tmp_path / "scheduler.json")}
-    result = run_search(
-        ZDT1,
-        ZDT1.configspace(),
-        objectives=ZDT1.objectives,
-        min_budget=1,
-        max_budget=4,
-        strategy="random",
-        output_dir=tmp_path / "search",
-        n_trials=4,
-        n_workers=2,
-        **where,
-    )
+    settings = _settings(strategy="random", n_trials=4, **where)
+    result = run_search(ZDT1, ZDT1.configspace(), settings, output_dir=tmp_path / "search")
     assert len(result.trials) == 4 and (result.trials["status"] == "success").all()
 
 
@@ -90,17 +80,8 @@ def _dies_for_large_x0(config, seed, budget):
 
 @pytest.mark.slow  # waits for the nanny to restart the dead worker
 def test_a_trial_that_kills_its_worker_is_recorded_as_crashed(tmp_path):
-    result = run_search(
-        _dies_for_large_x0,
-        ZDT1.configspace(),
-        objectives=ZDT1.objectives,
-        min_budget=1,
-        max_budget=4,
-        strategy="random",
-        output_dir=tmp_path / "search",
-        n_trials=4,
-        n_workers=2,
-    )
+    settings = _settings(strategy="random", n_trials=4)
+    result = run_search(_dies_for_large_x0, ZDT1.configspace(), settings, output_dir=tmp_path / "search")
     trials = result.trials
     died = trials["x0"] > 0.5
     assert len(trials) == 4 and died.any()

@@ -6,14 +6,16 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pandas as pd
 
+REPOSITORY = Path(__file__).resolve().parents[1]  # the script imports bench.analytic from here
 SCRIPT = textwrap.dedent(
     """
     import sys, time
-    from fairnas.search import config_id, run_search
-    from fairnas.search.analytic import NoisyMultiFidelityProblem
+    from bench.analytic import NoisyMultiFidelityProblem
+    from fairnas.search import SearchSettings, config_id, run_search
 
     problem = NoisyMultiFidelityProblem("zdt1", n_variables=3)
     output_dir, calls = sys.argv[1], sys.argv[2]
@@ -24,15 +26,15 @@ SCRIPT = textwrap.dedent(
         time.sleep(0.15)
         return problem(config, seed, budget)
 
-    run_search(target, problem.configspace(), objectives=problem.objectives, min_budget=1, max_budget=4,
-               output_dir=output_dir, n_trials=14)
+    settings = SearchSettings(problem.objectives, min_budget=1, max_budget=4, n_trials=14)
+    run_search(target, problem.configspace(), settings, output_dir=output_dir)
     """
 )
 N_TRIALS = 14
 
 
 def _start(script, output_dir, calls, log):
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(REPOSITORY)}
     with open(log, "a") as stderr:
         return subprocess.Popen(
             [sys.executable, str(script), str(output_dir), str(calls)],

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from fairnas.training import train
+from fairnas.tasks.train import train
 
 METRIC_KEYS = {"error", "accuracy", "rank", "rank_disparity", "disparity", "ratio", "rank_ratio", "error_ratio",
                "n_probes"}
@@ -27,7 +27,9 @@ def test_train_writes_config_checkpoint_and_all_metrics(tiny_config, tmp_path):
         assert saved[stage]["accuracy"] == pytest.approx(1 - saved[stage]["error"])
     assert metrics["val"]["error"] == pytest.approx(saved["val"]["error"])
     assert (run / "checkpoints" / "last.ckpt").is_file()
-    assert "head:" in (run / "config.yaml").read_text() and "arcface" in (run / "config.yaml").read_text()
+    assert "head:" in (run / "config.yaml").read_text() and "ArcFaceHead" in (run / "config.yaml").read_text()
+    stored = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["hyper_parameters"]["config"]
+    assert stored["head"]["_target_"].endswith("ArcFaceHead") and stored["data_info"]["n_groups"] == 2
     logged = (run / "csv" / "version_0" / "metrics.csv").read_text().splitlines()[0]
     assert {"train/loss", "train/classification", "val/error", "val/rank_disparity", "test/error"} <= set(
         logged.split(",")

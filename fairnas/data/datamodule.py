@@ -17,9 +17,12 @@ from fairnas.data.transforms import build_transforms
 class FaceDataModule(pl.LightningDataModule):
     """Train on the identities of the ``train`` split; evaluate open-set on ``val`` and ``test`` identities.
 
-    The subset rules (thesis Sec. 4.3) are applied per split and the data is checked at construction, so a bad
-    data set fails before a model is built: every group must have training images and probes (identities with at
-    least two images) in validation and test.
+    ``table()`` produces the :class:`~fairnas.data.table.FaceTable` (a data source from config with
+    ``_partial_: true``: reading a format renders or indexes files, so it waits for :meth:`prepare_data` /
+    :meth:`setup` rather than running at construction). :meth:`setup` applies the subset rules (thesis Sec. 4.3)
+    per split and checks the data before a model is trained: every group must have training images and probes
+    (identities with at least two images) in validation and test. ``num_classes``, ``group_order`` and the splits
+    exist from then on.
 
     ``label_transform(labels, groups) -> labels`` rewrites the training split's class labels, given the protected
     group name of every training image (e.g. :class:`~fairnas.mitigations.flipped.FlipGroupLabels`); validation
@@ -28,7 +31,7 @@ class FaceDataModule(pl.LightningDataModule):
 
     def __init__(
         self,
-        table: FaceTable,
+        table: Callable[[], FaceTable],
         *,
         group_order: Sequence[str] | None = None,
         min_images: int = 3,
@@ -42,19 +45,34 @@ class FaceDataModule(pl.LightningDataModule):
         label_transform: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
     ):
         super().__init__()
-        self.table = table
+        self.table_source, self.label_transform = table, label_transform
         self.batch_size, self.eval_batch_size, self.num_workers, self.seed = (
             batch_size, eval_batch_size, num_workers, seed,
         )
         self.transforms = dict(transforms or {})
-        rules = dict(min_images=min_images, balance_identities=balance_identities,
-                     max_images_per_group=max_images_per_group, seed=seed)
-        self.splits = {name: apply_subset_rules(table.split(name), table.attribute, **rules) for name in SPLITS}
-        self.group_order = self._resolve_group_order(group_order)
+        self.rules = dict(min_images=min_images, balance_identities=balance_identities,
+                          max_images_per_group=max_images_per_group, seed=seed)
+        self.requested_group_order = group_order
+        self.table: FaceTable | None = None
+        self.splits: dict[str, pd.DataFrame] = {}
+
+    def prepare_data(self) -> None:
+        """Render or index the data set (Lightning calls this once per node before :meth:`setup`)."""
+        if self.table is None:
+            self.table = self.table_source()
+
+    def setup(self, stage: str | None = None) -> None:
+        """Read the table (if :meth:`prepare_data` did not), apply the subset rules and check the splits; once."""
+        if self.splits:
+            return
+        self.prepare_data()
+        self.splits = {name: apply_subset_rules(self.table.split(name), self.table.attribute, **self.rules)
+                       for name in SPLITS}
+        self.group_order = self._resolve_group_order(self.requested_group_order)
         self._check_splits()
         self.class_names = sorted(self.splits["train"]["identity"].unique())
         self.num_classes = len(self.class_names)
-        self.train_labels = self._train_labels(label_transform)
+        self.train_labels = self._train_labels(self.label_transform)
 
     def _resolve_group_order(self, group_order: Sequence[str] | None) -> list[str]:
         present = sorted(self.table.frame[self.table.attribute].unique())

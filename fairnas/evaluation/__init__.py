@@ -1,7 +1,6 @@
-"""Transfer evaluation of trained checkpoints on verification benchmarks, RFW fairness and linear probes."""
+"""Transfer evaluation of face embeddings on verification benchmarks (run by :mod:`fairnas.tasks.evaluate`)."""
 
-from fairnas.evaluation.checkpoint import TrainedModel, load_trained_model
+from fairnas.evaluation.benchmarks import BenchmarkResult, evaluate_benchmark
 from fairnas.evaluation.embeddings import embed_images
-from fairnas.evaluation.transfer import evaluate
 
-__all__ = ["TrainedModel", "embed_images", "evaluate", "load_trained_model"]
+__all__ = ["BenchmarkResult", "embed_images", "evaluate_benchmark"]

@@ -14,19 +14,17 @@ network on top of it is trained with two terms:
 
 The removal network is residual, e' = e + R(e) with R's last layer initialised to zero: training starts from the
 pre-trained embedding and R learns only what removing the attribute requires. The result is an ordinary embedder,
-trained and evaluated by ``train`` like any other model (same metrics, same ``metrics.json``).
+trained and evaluated by ``train`` like any other model (same metrics, same ``metrics.json``). The pre-trained
+weights reach the extractor through the training config's ``init_from`` (set by ``conf/mitigation/sensitivenets.yaml``
+to ``mitigation.checkpoint``); once trained, the run's own checkpoint holds them, so the run is self-contained.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
-
-from fairnas.evaluation.checkpoint import load_trained_model
 
 
 def _mlp(in_features: int, out_features: int, hidden_layers: int) -> nn.Sequential:
@@ -41,20 +39,12 @@ class SensitiveNetsEmbedder(nn.Module):
     """A frozen pre-trained ``embedder`` followed by the residual removal network; forward(images) -> [B, D].
 
     Args:
-        embedder: this run's embedder (backbone + neck); it receives the checkpoint's weights, so it must have the
-            architecture the checkpoint was trained with.
-        checkpoint: a checkpoint written by ``train`` (its run's ``config.yaml`` beside ``checkpoints/``).
+        embedder: the pre-trained embedder (backbone + neck), frozen here.
         hidden_layers: hidden layers of the removal network (each D -> D with ReLU).
     """
 
-    def __init__(self, embedder: nn.Module, checkpoint: str | Path, hidden_layers: int = 2):
+    def __init__(self, embedder: nn.Module, hidden_layers: int = 2):
         super().__init__()
-        pretrained = load_trained_model(checkpoint).embedder
-        try:
-            embedder.load_state_dict(pretrained.state_dict())
-        except RuntimeError:
-            raise ValueError(f"mitigation.checkpoint: '{checkpoint}' was trained with another backbone or "
-                             "embedding_dim than this run; give this run the checkpoint's model overrides") from None
         self.extractor = embedder.requires_grad_(False).eval()
         self.embedding_dim = embedder.embedding_dim
         self.removal = _mlp(self.embedding_dim, self.embedding_dim, hidden_layers)
@@ -73,36 +63,36 @@ class SensitiveNetsEmbedder(nn.Module):
 
 
 class SensitiveAttributeAdversary(nn.Module):
-    """The sensitive regulariser as a training term: ``alpha * Delta + discriminator cross-entropy``.
+    """The sensitive regulariser as a training term: ``Delta + discriminator cross-entropy``, which the training
+    module multiplies by ``weight`` like every regulariser.
 
     Gradients are routed so that one optimiser step plays both sides: the cross-entropy only reaches the
     discriminator (its input is detached), Delta only reaches the embedding (the discriminator's parameters are
-    detached in that pass). Samples whose group is outside the configured group order (index -1) are ignored.
+    detached in that pass). The weight thus scales Delta's pull on the removal network and the discriminator's
+    gradient alike; under Adam/AdamW (the mitigation's documented optimiser), which is invariant to the scale of a
+    parameter's gradient, that leaves the discriminator's steps as they are. Samples whose group is outside the
+    configured group order (index -1) are ignored.
 
     Args:
         embedding_dim: size of the embedding the discriminator reads.
-        n_groups: number of protected groups K in the training data.
-        alpha: weight of Delta in the loss.
+        n_groups: number of protected groups K in the training data (the config derives it from the data).
+        weight: the regulariser's weight in the loss (Morales et al.'s weight of Delta).
         hidden_layers: hidden layers of the discriminator (each D -> D with ReLU).
     """
 
-    def __init__(self, embedding_dim: int, n_groups: int = 2, alpha: float = 10.0, hidden_layers: int = 2):
+    def __init__(self, embedding_dim: int, n_groups: int, weight: float = 10.0, hidden_layers: int = 2):
         super().__init__()
         if n_groups < 2:
-            raise ValueError(f"mitigation.n_groups={n_groups} must be at least 2")
-        if alpha < 0:
-            raise ValueError(f"mitigation.alpha={alpha} must be non-negative")
-        self.weight = 1.0  # alpha weighs Delta inside; the discriminator's own loss is not scaled
-        self.alpha, self.n_groups = float(alpha), int(n_groups)
+            raise ValueError(f"mitigation: the data has {n_groups} protected group(s); SensitiveNets needs two or more")
+        if weight < 0:
+            raise ValueError(f"mitigation.weight={weight} must be non-negative")
+        self.weight, self.n_groups = float(weight), int(n_groups)
         self.discriminator = nn.Sequential(nn.BatchNorm1d(embedding_dim, affine=False),
                                            *_mlp(embedding_dim, n_groups, hidden_layers))
 
     def forward(self, *, batch: dict, embeddings: torch.Tensor, logits: torch.Tensor | None,
                 module: nn.Module | None) -> torch.Tensor:
         groups = batch["group"]
-        if (groups >= self.n_groups).any():
-            raise ValueError(f"mitigation.n_groups={self.n_groups} but the data has group index "
-                             f"{int(groups.max())}; set it to the number of protected groups")
         known = groups >= 0
         if known.sum() < 2:  # batch statistics need two samples
             return embeddings.new_zeros(())
@@ -111,4 +101,4 @@ class SensitiveAttributeAdversary(nn.Module):
         frozen = {name: parameter.detach() for name, parameter in self.discriminator.named_parameters()}
         probabilities = functional_call(self.discriminator, frozen, (features,)).softmax(dim=1)
         removal = torch.log1p((probabilities - 1.0 / self.n_groups).abs()).mean()
-        return self.alpha * removal + discriminator_loss
+        return removal + discriminator_loss

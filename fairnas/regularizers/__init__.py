@@ -1,5 +1,6 @@
 """Fairness and robustness-bias training terms, one per file, each ``reg(batch=..., embeddings=..., logits=...,
-module=...) -> scalar`` with a ``weight`` (see :class:`~fairnas.training.module.FaceRecognitionModule`)."""
+module=...) -> scalar``; the training module adds ``weight * term`` to the loss
+(see :class:`~fairnas.training.module.FaceRecognitionModule`)."""
 
 from fairnas.regularizers.robustness_bias import RobustnessBiasRegularizer
 

@@ -12,8 +12,9 @@ batch, eq. 2.9 is
     RB(P, tau) = | mean_{x in P} s(x) - mean_{x not in P} s(x) |,
 
 and the regulariser is the largest RB(P, tau) over groups (for two groups, the one value of eq. 2.9); it is 0 when
-the batch holds fewer than two groups. AdvERM = loss + alpha * RB: the training module adds it with
-``weight = alpha``. Differentiating d(x) needs second derivatives (one extra backward with ``create_graph``).
+the batch holds fewer than two groups. AdvERM = loss + alpha * RB: the training module adds it multiplied by
+its ``weight``, which is alpha. Differentiating d(x) needs second derivatives (one extra backward with
+``create_graph``).
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ from fairnas.robustness.linearized import linearized_boundary_distance
 
 
 class RobustnessBiasRegularizer(nn.Module):
-    """``alpha * max_P RB(P, tau)`` of the batch (eq. 2.9); see the module docstring.
+    """``max_P RB(P, tau)`` of the batch (eq. 2.9), added to the loss times ``weight``; see the module docstring.
 
     Args:
-        alpha: weight of the term in the loss (exposed as ``weight``).
+        weight: alpha of eq. 2.9, the term's weight in the loss.
         tau: the distance threshold, in pixel units (pixels in [0, 1]), as in ``audit.py``'s curves.
         temperature: width of the sigmoid standing in for 1{d > tau}; smaller is closer to the indicator.
         pixel_std: per-channel std of the data pipeline's normalisation (``data.transforms.std``).
@@ -38,17 +39,17 @@ class RobustnessBiasRegularizer(nn.Module):
 
     requires_input_grad = True
 
-    def __init__(self, alpha: float, tau: float, temperature: float = 0.05, pixel_std: Sequence[float] = (0.5,) * 3):
+    def __init__(self, weight: float, tau: float, temperature: float = 0.05, pixel_std: Sequence[float] = (0.5,) * 3):
         super().__init__()
-        if alpha < 0:
-            raise ValueError(f"regularizer.robustness_bias.alpha={alpha} must be non-negative")
+        if weight < 0:
+            raise ValueError(f"regularizer.robustness_bias.weight={weight} must be non-negative")
         if tau < 0:
             raise ValueError(f"regularizer.robustness_bias.tau={tau} must be non-negative")
         if temperature <= 0:
             raise ValueError(f"regularizer.robustness_bias.temperature={temperature} must be positive")
         if not len(pixel_std) or min(pixel_std) <= 0:
             raise ValueError(f"regularizer.robustness_bias.pixel_std={list(pixel_std)} must be positive per channel")
-        self.weight, self.tau, self.temperature = float(alpha), float(tau), float(temperature)
+        self.weight, self.tau, self.temperature = float(weight), float(tau), float(temperature)
         self.pixel_std = tuple(float(s) for s in pixel_std)
 
     def forward(

@@ -1,22 +1,19 @@
-"""Distances of a split's probes to the decision boundary, and the robustness-bias evaluation of training."""
+"""Distances of a split's probes to the decision boundary, and the robustness-bias evaluation callback of training."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 import numpy as np
+import pytorch_lightning as pl
 import torch
 from pytorch_lightning.trainer.states import TrainerFn
 from torch.utils.data import DataLoader, Subset
 
 from fairnas.robustness.bias import robustness_bias_report
-from fairnas.robustness.estimators import DistanceEstimator, build_estimator
+from fairnas.robustness.estimators import DistanceEstimator
 from fairnas.robustness.probes import ProbeSet, build_probe_set, check_probe_settings
-
-if TYPE_CHECKING:
-    from fairnas.training.module import FaceRecognitionModule
 
 log = logging.getLogger(__name__)
 
@@ -40,19 +37,19 @@ def measure_distances(
     return {name: np.concatenate(values) for name, values in parts.items()}
 
 
-class RobustnessBiasEvaluation:
-    """Evaluation hook of :class:`~fairnas.training.module.FaceRecognitionModule` (``eval.robustness_bias``).
+class RobustnessBiasEvaluation(pl.Callback):
+    """Adds robustness bias to a validation/test evaluation of training (``eval.robustness_bias=true``).
 
-    ``evaluation(module, stage)`` returns ``robustness_bias`` (max over groups of |sigma|, thesis eq. 2.3) and
-    ``robustness_sigma/<group>``, ``robustness_auc/<group>`` from one distance estimator on a seeded subset of
-    ``max_probes`` probes of the stage's split (:mod:`fairnas.robustness.probes`). Attacks cost far more than
-    ranking, so unless ``every_epoch`` it runs only after the last training epoch and outside fitting.
+    At the end of each evaluation of :class:`~fairnas.training.module.FaceRecognitionModule`, this callback adds
+    ``robustness_bias`` (max over groups of |sigma|, thesis eq. 2.3) and ``robustness_sigma/<group>``,
+    ``robustness_auc/<group>`` from one distance ``estimator`` on a seeded subset of ``max_probes`` probes of the
+    split (:mod:`fairnas.robustness.probes`) to the module's ``evaluations`` and to the loggers. Attacks cost far
+    more than ranking, so unless ``every_epoch`` it runs only after the last training epoch and on test.
     """
 
     def __init__(
         self,
-        method: str = "deepfool",
-        options: Mapping | None = None,
+        estimator: DistanceEstimator,
         max_probes: int | None = 256,
         gallery_images: int = 1,
         batch_size: int = 64,
@@ -60,21 +57,26 @@ class RobustnessBiasEvaluation:
         seed: int = 0,
     ) -> None:
         check_probe_settings(gallery_images, max_probes)
-        self.method = method
-        self.estimator = build_estimator(method, **dict(options or {}))
+        self.estimator = estimator
         self.max_probes, self.gallery_images, self.batch_size = max_probes, gallery_images, batch_size
         self.every_epoch, self.seed = every_epoch, seed
 
-    def __call__(self, module: FaceRecognitionModule, stage: str) -> dict[str, float]:
-        trainer = module.trainer
+    def on_validation_epoch_end(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+        last_epoch = module.current_epoch + 1 >= trainer.max_epochs
         fitting = trainer.state.fn == TrainerFn.FITTING
-        if fitting and not self.every_epoch and module.current_epoch + 1 < trainer.max_epochs:
-            return {}
+        if not trainer.sanity_checking and (not fitting or self.every_epoch or last_epoch):
+            self._evaluate(trainer, module, "val")
+
+    def on_test_epoch_end(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+        self._evaluate(trainer, module, "test")
+
+    def _evaluate(self, trainer: pl.Trainer, module: pl.LightningModule, stage: str) -> None:
         dataset = trainer.datamodule.dataset(stage, train_transforms=False)
-        # Lightning evaluates under inference mode; attacks need input gradients.
-        with torch.inference_mode(False), torch.enable_grad():
+        with torch.inference_mode(False), torch.enable_grad():  # attacks need input gradients
             probes = build_probe_set(module, dataset, split=stage, gallery_images=self.gallery_images,
                                      max_probes=self.max_probes, seed=self.seed, batch_size=self.batch_size)
-            distances = measure_distances(probes, {self.method: self.estimator}, batch_size=self.batch_size)
+            distances = measure_distances(probes, {"estimator": self.estimator}, batch_size=self.batch_size)
         groups = [module.group_order[g] for g in probes.groups]
-        return robustness_bias_report(distances[self.method], groups, module.group_order).metrics()
+        metrics = robustness_bias_report(distances["estimator"], groups, module.group_order).metrics()
+        module.evaluations[stage].update(metrics)
+        module.log_dict({f"{stage}/{name}": float(value) for name, value in metrics.items()})

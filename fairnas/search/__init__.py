@@ -7,18 +7,18 @@ from fairnas.search.hypervolume import hypervolume
 from fairnas.search.loop import run_search
 from fairnas.search.pareto import non_dominated_mask, pareto_front
 from fairnas.search.result import SearchResult
+from fairnas.search.settings import SearchSettings
 from fairnas.search.space import SearchSpace, config_to_overrides, load_space
 from fairnas.search.trial import config_id
-from fairnas.search.wandb_summary import log_search_to_wandb
 
 __all__ = [
     "SearchResult",
+    "SearchSettings",
     "SearchSpace",
     "config_id",
     "config_to_overrides",
     "hypervolume",
     "load_space",
-    "log_search_to_wandb",
     "non_dominated_mask",
     "pareto_front",
     "run_search",

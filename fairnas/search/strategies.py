@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import copy
 import warnings
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ConfigSpace import Configuration, ConfigurationSpace
 from smac import MultiFidelityFacade, Scenario
@@ -27,6 +26,9 @@ from smac.runhistory.enumerations import StatusType
 
 from fairnas.search.records import TrialRecord
 from fairnas.search.trial import SUCCESS, TrialOutcome, native_config
+
+if TYPE_CHECKING:  # settings.py imports the names below
+    from fairnas.search.settings import SearchSettings
 
 STRATEGIES = ("smac", "random")
 SCHEDULERS = {"hyperband": Hyperband, "successive_halving": SuccessiveHalving}
@@ -67,46 +69,31 @@ class SmacStrategy:
     default selection fail in ``update_incumbents`` (SMAC3 issue #1050).
     """
 
-    def __init__(
-        self,
-        configspace: ConfigurationSpace,
-        *,
-        objectives: Sequence[str],
-        min_budget: float,
-        max_budget: float,
-        eta: int,
-        scheduler: str,
-        multi_objective: str,
-        rho: float,
-        objective_weights: Sequence[float] | None,
-        crash_cost: Sequence[float],
-        seed: int,
-        n_trials_hint: int,
-        initial_design_size: int | None,
-        output_directory: Path,
-    ):
-        self._objectives = tuple(objectives)
+    def __init__(self, configspace: ConfigurationSpace, settings: SearchSettings, *, output_directory: Path):
+        self._objectives = settings.objectives
+        # SMAC sizes its initial design from the expected number of trials.
+        n_trials_hint = settings.n_trials or max(1, int(settings.total_budget // settings.min_budget))
         scenario = Scenario(
             copy.deepcopy(configspace),
             name="smac",
             output_directory=output_directory,
             deterministic=True,
-            objectives=list(objectives),
-            crash_cost=[float(cost) for cost in crash_cost],
+            objectives=list(settings.objectives),
+            crash_cost=list(settings.crash_costs),
             n_trials=n_trials_hint,
-            min_budget=min_budget,
-            max_budget=max_budget,
-            seed=seed,
+            min_budget=settings.min_budget,
+            max_budget=settings.max_budget,
+            seed=settings.seed,
         )
-        intensifier = SCHEDULERS[scheduler](scenario, eta=eta, incumbent_selection="highest_budget")
-        if len(objectives) == 1:
+        intensifier = SCHEDULERS[settings.scheduler](scenario, eta=settings.eta, incumbent_selection="highest_budget")
+        if len(settings.objectives) == 1:
             aggregation = None
-        elif multi_objective == "parego":
-            aggregation = ParEGO(scenario, rho=rho)
+        elif settings.multi_objective == "parego":
+            aggregation = ParEGO(scenario, rho=settings.rho)
         else:
-            weights = None if objective_weights is None else [float(w) for w in objective_weights]
+            weights = None if settings.objective_weights is None else list(settings.objective_weights)
             aggregation = MeanAggregationStrategy(scenario, objective_weights=weights)
-        initial_design = MultiFidelityFacade.get_initial_design(scenario, n_configs=initial_design_size)
+        initial_design = MultiFidelityFacade.get_initial_design(scenario, n_configs=settings.initial_design_size)
         self._smac = MultiFidelityFacade(
             scenario,
             model=_single_threaded_forest(scenario),

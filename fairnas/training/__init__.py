@@ -1,5 +1,5 @@
-"""Training: the LightningModule, learning-rate schedules and the ``train(cfg)`` entry point."""
+"""Training building blocks: the LightningModule and the learning-rate schedules (run by :mod:`fairnas.tasks.train`)."""
 
-from fairnas.training.train import train
+from fairnas.training.module import FaceRecognitionModule
 
-__all__ = ["train"]
+__all__ = ["FaceRecognitionModule"]

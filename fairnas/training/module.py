@@ -12,7 +12,6 @@ from torch import nn
 
 from fairnas.metrics import face_identification_metrics
 from fairnas.models.neck import normalized_embedding
-from fairnas.training.schedule import build_scheduler
 
 EVAL_STAGES = ("val", "test")
 
@@ -25,10 +24,13 @@ class FaceRecognitionModule(pl.LightningModule):
     module ``reg(batch=..., embeddings=..., logits=..., module=...) -> scalar`` with a ``weight`` attribute; each
     is added to the loss with its weight and logged as ``train/<name>``. A regulariser with a true
     ``requires_input_grad`` attribute gets a batch whose ``image`` requires gradients (the embeddings are then
-    differentiable in the input). ``evaluators`` maps a name to ``evaluate(module, stage) -> {metric: value}``,
-    whose metrics join each validation/test evaluation (e.g. :mod:`fairnas.robustness` robustness bias).
+    differentiable in the input). Each evaluation's metrics are kept in ``evaluations[stage]``, where callbacks
+    may add theirs (e.g. :class:`fairnas.robustness.RobustnessBiasEvaluation`).
     ``margin_policy(batch=..., embeddings=..., module=...) -> margins [B]`` overrides the head's margin per training
-    sample (e.g. :class:`fairnas.mitigations.GroupMargins`, group-dependent margins).
+    sample (e.g. :class:`fairnas.mitigations.GroupMargins`, group-dependent margins). ``scheduler(optimizer,
+    steps_per_epoch=..., horizon_epochs=...)`` builds the learning-rate schedule (:mod:`fairnas.training.schedule`;
+    the horizon defaults to ``max_epochs``). ``config``, the run's resolved training config, is saved in every
+    checkpoint (``hyper_parameters["config"]``), so a checkpoint alone rebuilds its run.
     """
 
     def __init__(
@@ -37,20 +39,21 @@ class FaceRecognitionModule(pl.LightningModule):
         head: nn.Module,
         loss: nn.Module,
         optimizer: Callable[..., torch.optim.Optimizer],
-        scheduler: Mapping | None,
+        scheduler: Callable[..., torch.optim.lr_scheduler.LRScheduler | None] | None,
         group_order: Sequence[str],
         regularizers: Mapping[str, nn.Module] | None = None,
         tta_flip: bool = True,
         rank_by: str = "identity",
-        evaluators: Mapping[str, Callable[[FaceRecognitionModule, str], Mapping[str, float]]] | None = None,
         margin_policy: Callable[..., torch.Tensor] | None = None,
+        horizon_epochs: float | None = None,
+        config: Mapping | None = None,
     ):
         super().__init__()
+        self.save_hyperparameters({"config": dict(config or {})}, logger=False)
         self.embedder, self.head, self.loss = embedder, head, loss
         self.regularizers = nn.ModuleDict(dict(regularizers or {}))
-        self.optimizer_factory, self.scheduler_config = optimizer, dict(scheduler or {"name": "constant"})
+        self.optimizer_factory, self.scheduler_factory, self.horizon_epochs = optimizer, scheduler, horizon_epochs
         self.group_order, self.tta_flip, self.rank_by = list(group_order), tta_flip, rank_by
-        self.evaluators = dict(evaluators or {})
         self.margin_policy = margin_policy
         self.evaluations: dict[str, dict[str, float]] = {}
         self._outputs: dict[str, list[dict[str, torch.Tensor]]] = {stage: [] for stage in EVAL_STAGES}
@@ -93,6 +96,12 @@ class FaceRecognitionModule(pl.LightningModule):
     def test_step(self, batch: dict, batch_idx: int) -> None:
         self._eval_step("test", batch)
 
+    def on_validation_epoch_start(self) -> None:
+        self.evaluations["val"] = {}
+
+    def on_test_epoch_start(self) -> None:
+        self.evaluations["test"] = {}
+
     def on_validation_epoch_end(self) -> None:
         self._evaluate("val")
 
@@ -109,19 +118,17 @@ class FaceRecognitionModule(pl.LightningModule):
             embeddings, torch.cat([o["label"] for o in outputs]), groups,
             group_order=self.group_order, rank_by=self.rank_by, normalize=False,
         )
-        for evaluate in self.evaluators.values():
-            metrics.update(evaluate(self, stage))
         fitting = self.trainer.state.fn == TrainerFn.FITTING
-        self.evaluations[stage] = {**metrics, "epoch": self.current_epoch + 1 if fitting else self.current_epoch}
+        self.evaluations[stage].update(metrics, epoch=self.current_epoch + 1 if fitting else self.current_epoch)
         self.log_dict({f"{stage}/{name}": float(value) for name, value in metrics.items()})
 
     def configure_optimizers(self):
         optimizer = self.optimizer_factory(params=self.parameters())
-        config = dict(self.scheduler_config)
+        if self.scheduler_factory is None:
+            return optimizer
         steps_per_epoch = math.ceil(self.trainer.estimated_stepping_batches / max(1, self.trainer.max_epochs))
-        if config.get("horizon_epochs") is None:
-            config["horizon_epochs"] = self.trainer.max_epochs
-        scheduler = build_scheduler(optimizer, steps_per_epoch=steps_per_epoch, **config)
+        scheduler = self.scheduler_factory(optimizer, steps_per_epoch=steps_per_epoch,
+                                           horizon_epochs=self.horizon_epochs or self.trainer.max_epochs)
         if scheduler is None:
             return optimizer
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

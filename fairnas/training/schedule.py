@@ -20,20 +20,15 @@ def warmup_cosine_factor(step: int, *, warmup_steps: int, total_steps: int, min_
     return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def build_scheduler(
+def warmup_cosine(
     optimizer: torch.optim.Optimizer,
     *,
-    name: str,
     steps_per_epoch: int,
     horizon_epochs: float,
     warmup_epochs: float = 0.0,
     min_lr_ratio: float = 0.0,
-) -> torch.optim.lr_scheduler.LRScheduler | None:
-    """``name`` is ``cosine`` (warm-up + cosine, stepped every optimiser step) or ``constant`` (no schedule)."""
-    if name == "constant":
-        return None
-    if name != "cosine":
-        raise ValueError(f"scheduler.name={name!r} is not a schedule; allowed: ['cosine', 'constant']")
+) -> torch.optim.lr_scheduler.LRScheduler:
+    """Warm-up + cosine over ``horizon_epochs``, stepped every optimiser step (``conf/scheduler/cosine.yaml``)."""
     if horizon_epochs <= 0:
         raise ValueError(f"scheduler.horizon_epochs={horizon_epochs} must be > 0")
     total = max(1, round(horizon_epochs * steps_per_epoch))
@@ -43,3 +38,8 @@ def build_scheduler(
         return warmup_cosine_factor(step, warmup_steps=warmup, total_steps=total, min_ratio=min_lr_ratio)
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def constant(optimizer: torch.optim.Optimizer, *, steps_per_epoch: int, horizon_epochs: float) -> None:
+    """No schedule: the optimiser's learning rate throughout (``conf/scheduler/constant.yaml``)."""
+    return None

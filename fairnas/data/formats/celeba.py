@@ -16,7 +16,6 @@ metadata columns with values 1/0. Splits are identity-disjoint (:mod:`fairnas.da
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -37,7 +36,7 @@ PARTITION_FILE = "list_eval_partition.txt"
 def read_celeba(
     root: str | Path,
     attribute: str = "Male",
-    split: Mapping | None = None,
+    split: SplitSpec | None = None,
     official_partition: bool = False,
     verify_images: bool = False,
 ) -> FaceTable:
@@ -46,13 +45,13 @@ def read_celeba(
     Args:
         root: the folder holding ``img_align_celeba/`` and the three text files.
         attribute: any of the 40 attribute names of ``list_attr_celeba.txt``.
-        split: the ``data.table.split`` node (:class:`~fairnas.data.formats.splits.SplitSpec`): a split file, or
+        split: the :class:`~fairnas.data.formats.splits.SplitSpec` of ``data.table.split``: a split file, or
             the fractions and seed of a generated identity-disjoint split and where to save it.
         official_partition: use ``list_eval_partition.txt`` instead (it must be identity-disjoint).
         verify_images: decode every image once and skip those that fail (slow).
     """
     root = require_dir(root, "data.table.root")
-    spec = SplitSpec.from_config(split)
+    spec = split or SplitSpec()
     identities = pd.read_csv(require_file(root / IDENTITY_FILE, DATASET), sep=r"\s+", header=None,
                              names=["image", "identity"], dtype=str)
     attributes = _read_attributes(require_file(root / ATTRIBUTE_FILE, DATASET))

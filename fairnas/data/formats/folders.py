@@ -11,7 +11,6 @@ splits are identity-disjoint (:mod:`fairnas.data.formats.splits`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -35,12 +34,12 @@ def read_folders(
     attribute: str = "group",
     attributes: str = "attributes.csv",
     images: str = ".",
-    split: Mapping | None = None,
+    split: SplitSpec | None = None,
     verify_images: bool = False,
 ) -> FaceTable:
     """Read identity folders under ``root/<images>`` with per-identity attributes from ``root/<attributes>``."""
     root = require_dir(root, "data.table.root")
-    spec = SplitSpec.from_config(split)
+    spec = split or SplitSpec()
     csv_path = require_file(root / attributes, DATASET)
     table = pd.read_csv(csv_path, dtype=str)
     missing = [column for column in ("identity", attribute) if column not in table.columns]

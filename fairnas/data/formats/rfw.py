@@ -12,7 +12,6 @@ protocol over the same images (thesis Sec. 4.5.6, Table 4.8).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -29,10 +28,10 @@ IMAGE_DIR = "data"
 PAIRS_DIR = "txts"
 
 
-def read_rfw(root: str | Path, split: Mapping | None = None, verify_images: bool = False) -> FaceTable:
+def read_rfw(root: str | Path, split: SplitSpec | None = None, verify_images: bool = False) -> FaceTable:
     """All RFW images with their race (column ``race``), split identity-disjointly by ``split``."""
     root = require_dir(root, "data.table.root")
-    spec = SplitSpec.from_config(split)
+    spec = split or SplitSpec()
     frame = _rfw_images(root, verify_images)
     groups = frame.groupby("identity")[ATTRIBUTE].first()
     frame = apply_identity_splits(frame, identity_splits(groups, spec, DATASET), DATASET)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +25,7 @@ SPLIT_FILE_COLUMNS = ("identity", "split")
 
 @dataclasses.dataclass(frozen=True)
 class SplitSpec:
-    """How a format assigns identities to splits (the ``data.table.split`` config node).
+    """How a format assigns identities to splits (the ``data.table.split`` config node, built by Hydra).
 
     ``file``: read the split from this CSV (``identity, split``) instead of generating one. ``fractions``:
     (train, val, test) shares of each group's identities. ``seed``: the shuffle. ``save_to``: where a generated
@@ -37,19 +37,9 @@ class SplitSpec:
     seed: int = 0
     save_to: str | None = None
 
-    @classmethod
-    def from_config(cls, config: Mapping | None) -> SplitSpec:
-        config = dict(config or {})
-        allowed = [field.name for field in dataclasses.fields(cls)]
-        unknown = sorted(set(config) - set(allowed))
-        if unknown:
-            raise ValueError(f"data.table.split: unknown key(s) {unknown}; allowed: {allowed}")
-        if "fractions" in config:
-            config["fractions"] = tuple(float(f) for f in config["fractions"])
-        return cls(**config)
-
     def __post_init__(self) -> None:
-        fractions = self.fractions
+        fractions = tuple(float(f) for f in self.fractions)  # a config gives a list
+        object.__setattr__(self, "fractions", fractions)
         if len(fractions) != 3 or min(fractions) < 0 or not math.isclose(sum(fractions), 1.0, abs_tol=1e-6):
             raise ValueError(
                 f"data.table.split.fractions={list(fractions)} must be three non-negative (train, val, test) "

@@ -13,7 +13,6 @@ identities of ``test/`` form the test split; validation identities are carved ou
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -37,12 +36,12 @@ FOLDERS = ("train", "test")
 def read_vggface2(
     root: str | Path,
     attribute: str = "Gender",
-    split: Mapping | None = None,
+    split: SplitSpec | None = None,
     verify_images: bool = False,
 ) -> FaceTable:
     """Read VGGFace2 from ``root`` (see the module docstring); identities missing from the metadata are skipped."""
     root = require_dir(root, "data.table.root")
-    spec = SplitSpec.from_config(split)
+    spec = split or SplitSpec()
     meta = read_identity_meta(require_file(root / META_FILE, DATASET))
     if attribute not in meta.columns:
         raise ValueError(f"data.table.attribute={attribute!r} is not a column of {META_FILE}; allowed: "

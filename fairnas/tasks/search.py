@@ -1,12 +1,16 @@
-"""``python search.py``: search a space of training configurations for the error-vs-fairness Pareto front.
+"""``python search.py`` / ``fairnas-search``: search a space of training configurations for the
+error-vs-fairness Pareto front (thesis Sec. 4.4).
 
-Glue between the face-agnostic search (``fairnas.search``) and training: the target trains a configuration
-with ``train(cfg)`` (continuing lower-budget checkpoints), and the Pareto configurations are finally re-trained
-with several seeds and reported on validation and test as mean and standard error (thesis Sec. 4.5.1).
+Glue between the face-agnostic search (``fairnas.search``) and training: the target trains a configuration with
+:func:`~fairnas.tasks.train.train` (continuing lower-budget checkpoints, :mod:`fairnas.tasks.search_target`), and
+the Pareto configurations are finally re-trained with several seeds and reported on validation and test as mean
+and standard error (thesis Sec. 4.5.1). The loop settings (``cfg.search``'s fields of
+:class:`~fairnas.search.SearchSettings`) are validated before any trial runs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Sequence
@@ -16,13 +20,14 @@ import pandas as pd
 from hydra.errors import HydraException
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from fairnas.config import CONFIG_DIR, compose_config
-from fairnas.io import write_text_atomic
+from fairnas.config import compose_config, resolve_space_path
+from fairnas.io import write_csv_atomic
 from fairnas.metrics import IDENTIFICATION_METRICS
-from fairnas.search import SearchResult, SearchSpace, load_space, run_search
+from fairnas.search import SearchResult, SearchSettings, SearchSpace, load_space, run_search
 from fairnas.search.space import check_known_keys
-from fairnas.search.wandb_summary import log_search_to_wandb
-from fairnas.training.target import TrainingTarget, epochs_saved
+from fairnas.tasks.cli import hydra_command
+from fairnas.tasks.reporting import Report
+from fairnas.tasks.search_target import TrainingTarget, epochs_saved
 
 log = logging.getLogger(__name__)
 FINAL_FRONT_FILE = "final_front.csv"
@@ -31,14 +36,15 @@ ROBUSTNESS_BIAS = "robustness_bias"  # thesis eq. 2.3, reported with eval.robust
 
 def run_face_search(cfg: DictConfig) -> SearchResult:
     """Run the search described by ``cfg.search``; outputs go to ``cfg.output_dir``."""
-    settings = cfg.search
+    search = cfg.search
+    settings = SearchSettings.from_mapping({name: search[name] for name in SearchSettings.field_names() if name in search})
     output_dir = Path(cfg.output_dir)
     for name in ("pytorch_lightning", "lightning.pytorch", "lightning.fabric"):  # one progress line per trial
         logging.getLogger(name).setLevel(logging.WARNING)
-    train_overrides = list(settings.train_overrides)
+    train_overrides = list(search.train_overrides)
     if ROBUSTNESS_BIAS in settings.objectives:  # evaluated only when asked for: it runs an attack
         train_overrides.append(f"eval.{ROBUSTNESS_BIAS}=true")
-    space = load_space(resolve_space_path(settings.space), seed=settings.seed)
+    space = load_space(resolve_space_path(search.space), seed=settings.seed)
     check_space_keys(space, train_overrides)
     target = TrainingTarget(
         space.overrides,
@@ -46,41 +52,18 @@ def run_face_search(cfg: DictConfig) -> SearchResult:
         trials_dir=output_dir / "trials",
         max_budget=settings.max_budget,
         base_overrides=train_overrides,
-        split=settings.split,
-        continue_across_fidelities=settings.continue_across_fidelities,
+        split=search.split,
+        continue_across_fidelities=search.continue_across_fidelities,
     )
-    result = run_search(
-        target,
-        space,
-        objectives=list(settings.objectives),
-        min_budget=settings.min_budget,
-        max_budget=settings.max_budget,
-        eta=settings.eta,
-        total_budget=settings.total_budget,
-        n_trials=settings.n_trials,
-        strategy=settings.strategy,
-        seed=settings.seed,
-        output_dir=output_dir,
-        n_workers=settings.n_workers,
-        multi_objective=settings.multi_objective,
-        rho=settings.rho,
-        objective_weights=_list_or_none(settings.objective_weights),
-        scheduler=settings.scheduler,
-        dask_address=settings.dask_address,
-        dask_scheduler_file=settings.dask_scheduler_file,
-        crash_cost=_list_or_none(settings.crash_cost) or 1000.0,
-        reference_point=_list_or_none(settings.reference_point),
-        known_objectives=known_objectives(),
-    )
+    result = run_search(target, space, settings, output_dir=output_dir, known_objectives=known_objectives())
     trained, saved = epochs_saved(output_dir / "trials")
     log.info("search done: %d trials, front of %d; %d epochs trained, %d saved by continuing across fidelities",
              len(result.trials), len(result.pareto_front), trained, saved)
-    if settings.final_seeds > 0:
-        final = evaluate_front(result, target, seeds=range(settings.final_seeds))
-        write_text_atomic(output_dir / FINAL_FRONT_FILE, final.to_csv(index=False))
-        log.info("final front over %d seeds:\n%s", settings.final_seeds, final.to_string(index=False))
-    log_search_to_wandb(result, settings.name, enabled=settings.wandb.enabled, project=settings.wandb.project,
-                        mode=settings.wandb.mode, reference_point=_list_or_none(settings.reference_point))
+    if search.final_seeds > 0:
+        final = evaluate_front(result, target, seeds=range(search.final_seeds))
+        write_csv_atomic(final, output_dir / FINAL_FRONT_FILE)
+        log.info("final front over %d seeds:\n%s", search.final_seeds, final.to_string(index=False))
+    report_search(cfg, result, settings)
     return result
 
 
@@ -106,19 +89,36 @@ def evaluate_front(result: SearchResult, target: TrainingTarget, seeds: Sequence
     return pd.DataFrame(rows)
 
 
+def report_search(cfg: DictConfig, result: SearchResult, settings: SearchSettings) -> None:
+    """To the configured loggers: one run per trial (its configuration and objectives) in the group
+    ``search.name``, and a summary run with the front and trial tables, the scatter and the hypervolume curve.
+
+    Run ids derive from the output folder and trial id, so reporting a resumed search again updates the same runs
+    when synced instead of duplicating them.
+    """
+    if not cfg.get("logger"):
+        return
+    name = cfg.search.name
+    search_id = hashlib.sha1(str(result.output_dir.resolve()).encode()).hexdigest()[:10]
+    for trial in result.trials.to_dict("records"):
+        config = {**json.loads(trial["config"]), "budget": trial["budget"], "seed": trial["seed"]}
+        with Report(cfg, config=config, name=f"{name}-trial{trial['trial_id']}", group=name, job_type="trial",
+                    id=f"{search_id}-trial{trial['trial_id']}") as report:
+            report.metrics({key: trial[key] for key in (*result.objectives, "wall_time_s", "budget")})
+    reference = settings.reference_point or result.default_reference_point()
+    with Report(cfg, name=f"{name}-summary", group=name, job_type="summary", id=f"{search_id}-summary") as report:
+        report.log_table("pareto_front", result.pareto_front)
+        report.log_table("trials", result.trials)
+        report.log_image("pareto_scatter", result.output_dir / "pareto_front.png")
+        report.metrics({"front_size": len(result.pareto_front), "n_trials": len(result.trials)})
+        if reference is not None:
+            report.log_table("hypervolume_curve", result.hypervolume_curve(reference))
+            report.metrics({"hypervolume": result.hypervolume(reference)})
+
+
 def known_objectives() -> list[str]:
     """Metric names training reports per split, usable as search objectives."""
     return [*IDENTIFICATION_METRICS, ROBUSTNESS_BIAS]
-
-
-def resolve_space_path(space: str) -> Path:
-    """A space file path as given, or relative to the repository (``searchspaces/dpn_paper.yaml``)."""
-    path = Path(space).expanduser()
-    if not path.is_file() and (CONFIG_DIR.parent / path).is_file():
-        path = CONFIG_DIR.parent / path
-    if not path.is_file():
-        raise FileNotFoundError(f"search.space: space file '{space}' does not exist")
-    return path
 
 
 def check_space_keys(space: SearchSpace, train_overrides: Sequence[str]) -> None:
@@ -135,5 +135,4 @@ def check_space_keys(space: SearchSpace, train_overrides: Sequence[str]) -> None
     check_known_keys(space.keys, lambda key: OmegaConf.select(cfg, key, default=MISSING) is not MISSING)
 
 
-def _list_or_none(value) -> list | None:
-    return None if value is None else list(value) if OmegaConf.is_list(value) else value
+main = hydra_command(run_face_search, "search")

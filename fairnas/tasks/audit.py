@@ -1,6 +1,6 @@
-"""``audit(cfg)``: the robustness-bias audit of a trained checkpoint (thesis Ch. 2), run by ``audit.py``.
+"""``python audit.py`` / ``fairnas-audit``: the robustness-bias audit of a trained run (thesis Ch. 2).
 
-The run's model and data module are rebuilt from ``<run>/config.yaml`` and the checkpoint. For the probes of one
+The run's model and data module are rebuilt by :func:`~fairnas.tasks.runs.load_run`. For the probes of one
 split (:mod:`fairnas.robustness.probes`) every chosen estimator gives distances to the decision boundary, and
 every partition (protected group, identity) gets its I_P(tau) curves and sigma(P) scores. Written to
 ``cfg.output_dir``:
@@ -12,31 +12,26 @@ every partition (protected group, identity) gets its I_P(tau) curves and sigma(P
 - ``curves_<partition>.png``: the I_P(tau) curves, one panel per method;
 - ``summary.json``: robustness bias (max |sigma|) and sigma per member, per method and partition.
 
-Scores and curves also go to the configured loggers (W&B: tables and figures).
+Tables and figures also go to the configured loggers (:mod:`fairnas.tasks.reporting`).
 """
 
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import pandas as pd
-import pytorch_lightning as pl
-import torch
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from fairnas.data import FaceDataModule
 from fairnas.data.table import SPLITS
-from fairnas.evaluation.checkpoint import run_config
-from fairnas.io import atomic_path, write_csv_atomic, write_json_atomic
+from fairnas.io import write_json_atomic
 from fairnas.robustness.bias import RobustnessBiasReport, robustness_bias_report
-from fairnas.robustness.estimators import build_estimator
 from fairnas.robustness.evaluation import measure_distances
 from fairnas.robustness.plots import plot_curves
 from fairnas.robustness.probes import build_probe_set, check_probe_settings
-from fairnas.training.module import FaceRecognitionModule
-from fairnas.training.train import build_model
+from fairnas.tasks.cli import hydra_command
+from fairnas.tasks.reporting import Report, resolve_device
+from fairnas.tasks.runs import load_run
 
 log = logging.getLogger(__name__)
 PARTITIONS = ("group", "identity")
@@ -47,7 +42,6 @@ def audit(cfg: DictConfig) -> dict:
 
     Settings, estimator options and files are checked before the model is rebuilt or any probe attacked.
     """
-    output_dir = Path(cfg.output_dir)
     if cfg.split not in SPLITS:
         raise ValueError(f"split={cfg.split!r} is not a split; allowed: {list(SPLITS)}")
     unknown = [p for p in cfg.partitions if p not in PARTITIONS]
@@ -57,12 +51,12 @@ def audit(cfg: DictConfig) -> dict:
     if missing or not cfg.methods:
         raise ValueError(f"methods={list(cfg.methods)} must name entries of estimators: {list(cfg.estimators)}")
     check_probe_settings(cfg.gallery_images, cfg.max_probes)
-    estimators = {m: build_estimator(m, **OmegaConf.to_container(cfg.estimators[m])) for m in cfg.methods}
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else cfg.device
+    estimators = {method: instantiate(cfg.estimators[method]) for method in cfg.methods}
 
-    run_config, module, datamodule = load_run(cfg.ckpt, device)
+    run = load_run(cfg.ckpt, device=resolve_device(cfg.device))
+    datamodule = run.data()
     dataset = datamodule.dataset(cfg.split, train_transforms=False)
-    probes = build_probe_set(module, dataset, split=cfg.split, gallery_images=cfg.gallery_images,
+    probes = build_probe_set(run.module, dataset, split=cfg.split, gallery_images=cfg.gallery_images,
                              max_probes=cfg.max_probes, seed=cfg.seed, batch_size=cfg.batch_size)
     log.info("auditing %d %s probes with %s", len(probes.indices), cfg.split, ", ".join(estimators))
     distances = measure_distances(probes, estimators, batch_size=cfg.batch_size)
@@ -75,43 +69,24 @@ def audit(cfg: DictConfig) -> dict:
     reports = {(method, partition): robustness_bias_report(table[method], table[partition], orders[partition],
                                                            n_points=cfg.n_points)
                for method in estimators for partition in cfg.partitions}
-
     scores = _long_frame({key: report.scores for key, report in reports.items()}, estimators)
     curves = _long_frame({key: report.curves for key, report in reports.items()}, estimators)
-    write_csv_atomic(table, output_dir / "distances.csv")
-    write_csv_atomic(scores, output_dir / "scores.csv")
-    write_csv_atomic(curves, output_dir / "curves.csv")
-    figures = {}
-    for partition in cfg.partitions:
-        figures[partition] = output_dir / f"curves_{partition}.png"
-        figure = plot_curves({m: reports[m, partition] for m in estimators}, partition)
-        with atomic_path(figures[partition]) as tmp:
-            figure.savefig(tmp, dpi=120, format="png")
     summary = {"ckpt": str(cfg.ckpt), "split": cfg.split, "n_probes": len(table),
                "methods": {method: {"bound": estimators[method].bound,
                                     **{partition: _summary(reports[method, partition]) for partition in cfg.partitions}}
                            for method in estimators}}
-    write_json_atomic(output_dir / "summary.json", summary)
-    log.info("robustness-bias scores (%s):\n%s", output_dir / "scores.csv",
+
+    with Report(cfg) as report:
+        report.table("distances", table)
+        path = report.table("scores", scores)
+        report.table("curves", curves)
+        for partition in cfg.partitions:
+            report.figure(f"curves_{partition}", plot_curves({m: reports[m, partition] for m in estimators}, partition))
+        write_json_atomic(report.output_dir / "summary.json", summary)
+        report.metrics(_group_metrics(summary))
+    log.info("robustness-bias scores (%s):\n%s", path,
              scores[scores["partition"] == "group"].to_string(index=False, float_format="%.4g"))
-    _log_to_loggers(cfg, summary, {"scores": scores, "curves": curves}, figures)
     return summary
-
-
-def load_run(
-    ckpt: str | Path, device: torch.device | str = "cpu"
-) -> tuple[DictConfig, FaceRecognitionModule, FaceDataModule]:
-    """The config, evaluation-mode module (weights of ``ckpt``) and data module of the run that wrote ``ckpt``.
-
-    A split the run generated and saved (``data.table.split.save_to``) is read back from its file.
-    """
-    ckpt, config = run_config(ckpt)
-    split_spec = config.data.table.get("split")
-    if split_spec is not None and split_spec.get("save_to") and Path(split_spec.save_to).is_file():
-        split_spec.file, split_spec.save_to = split_spec.save_to, None
-    module, datamodule = build_model(config)
-    module.load_state_dict(torch.load(ckpt, map_location="cpu", weights_only=False)["state_dict"])
-    return config, module.eval().to(device), datamodule
 
 
 def _long_frame(frames: dict[tuple[str, str], pd.DataFrame], estimators: dict) -> pd.DataFrame:
@@ -126,21 +101,14 @@ def _summary(report: RobustnessBiasReport) -> dict:
             "sigma": dict(zip(report.scores["member"], map(float, report.scores["sigma"]), strict=True))}
 
 
-def _log_to_loggers(cfg: DictConfig, summary: dict, tables: dict[str, pd.DataFrame], figures: dict) -> None:
-    """Robustness bias and group sigmas to every logger; with W&B also the tables and the curve figures."""
+def _group_metrics(summary: dict) -> dict[str, float]:
+    """Robustness bias and the sigma of every protected group, per method."""
     metrics = {}
     for method, result in summary["methods"].items():
         if "group" in result:
             metrics[f"audit/{method}/robustness_bias"] = result["group"]["robustness_bias"]
             metrics.update({f"audit/{method}/sigma/{g}": v for g, v in result["group"]["sigma"].items()})
-    for logger in (instantiate(node) for node in (cfg.get("logger") or {}).values()):
-        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
-        logger.log_metrics(metrics)
-        if isinstance(logger, pl.loggers.WandbLogger):
-            for name, table in tables.items():
-                logger.log_table(f"audit/{name}", dataframe=table)
-            for partition, path in figures.items():
-                logger.log_image(f"audit/curves_{partition}", images=[str(path)])
-            logger.experiment.finish()
-        else:
-            logger.save()
+    return metrics
+
+
+main = hydra_command(audit, "audit")

@@ -14,7 +14,7 @@ import numpy as np
 from ConfigSpace import ConfigurationSpace, Float
 from pymoo.problems import get_problem
 
-from fairnas.search.trial import config_id
+from fairnas.search import config_id
 
 
 class NoisyMultiFidelityProblem:

@@ -16,7 +16,7 @@ from typing import Any
 from fairnas.config import compose_config
 from fairnas.io import write_json_atomic
 from fairnas.search import config_id
-from fairnas.training.train import train
+from fairnas.tasks.train import train
 
 TRIAL_FILE = "trial.json"
 

@@ -1,4 +1,5 @@
-"""``python compare.py``: every model x mitigation over K seeds, tabulated as thesis Tables 4.4/4.6 (Sec. 4.5.3-4.5.4).
+"""``python compare.py`` / ``fairnas-compare``: every model x mitigation over K seeds, tabulated as thesis Tables
+4.4/4.6 (Sec. 4.5.3-4.5.4).
 
 Models are sets of training overrides (``models``), optionally extended by the configurations of a search's front
 (``final_front.csv`` or ``pareto_front.csv`` with its space file). For every model and seed the unmitigated
@@ -6,34 +7,35 @@ baseline is trained first: it is the Baseline column, and the mitigations read t
 Angular the per-group validation accuracies of its ``metrics.json`` (``mitigation.reference_metrics``, used
 unless ``mitigation.group`` is set), SensitiveNets its checkpoint as the frozen feature extractor
 (``mitigation.checkpoint``). Every run is an ordinary ``train`` run under ``<output_dir>/runs/<model>/<mitigation>/
-seed<k>``; a finished run is read back instead of retrained, so an interrupted comparison resumes.
+seed<k>``; a finished run is read back instead of retrained, so an interrupted comparison resumes: the default
+output folder is ``outputs/compare/<name>``, so running the same command again reuses every finished run.
 
 Outputs in ``output_dir``: ``runs.csv`` (every run's metrics on ``split``), ``summary.csv`` (mean and standard error
 per cell and metric, Pareto flags), ``tables.csv`` / ``tables.md`` (the Table 4.6 format per metric),
-``comparison.png`` (all cells), and a W&B run with the same tables and figure.
+``comparison.png`` (all cells), and the same tables and figure to the configured loggers.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
 from hydra.errors import HydraException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from fairnas.config import compose_config
-from fairnas.evaluation.checkpoint import model_label
-from fairnas.io import atomic_path, write_csv_atomic, write_json_atomic, write_text_atomic
+from fairnas.config import compose_config, resolve_space_path
+from fairnas.io import write_json_atomic, write_text_atomic
 from fairnas.metrics import IDENTIFICATION_METRICS
 from fairnas.mitigations.table import comparison_figure, comparison_table, markdown_tables, summarize
 from fairnas.search import load_space
-from fairnas.training import train
-from fairnas.training.search_task import resolve_space_path
+from fairnas.tasks.cli import hydra_command
+from fairnas.tasks.reporting import Report
+from fairnas.tasks.runs import model_label
+from fairnas.tasks.train import train
 
 log = logging.getLogger(__name__)
 BASELINE = "none"
@@ -93,23 +95,21 @@ def collect_models(cfg: DictConfig) -> dict[str, list[str]]:
 
 
 def write_outputs(runs: pd.DataFrame, summary: pd.DataFrame, titles: Mapping[str, str], cfg: DictConfig) -> None:
-    """runs.csv, summary.csv, tables.csv, tables.md, comparison.png and (if enabled) the W&B run."""
-    output_dir = Path(cfg.output_dir)
+    """runs.csv, summary.csv, tables.csv, tables.md and comparison.png, also to the configured loggers."""
     metrics, scale = list(cfg.metrics), 100.0 if cfg.error_percent else 1.0
-    write_csv_atomic(runs, output_dir / "runs.csv")
-    write_csv_atomic(summary, output_dir / "summary.csv")
     tables = {metric: comparison_table(summary, metric, titles, error_scale=scale) for metric in metrics}
     stacked = pd.concat([table.reset_index().assign(metric=metric) for metric, table in tables.items()])
-    write_csv_atomic(stacked[["metric", *stacked.columns.drop("metric")]], output_dir / "tables.csv")
     markdown = markdown_tables(summary, metrics, titles, split=cfg.split, error_scale=scale)
-    write_text_atomic(output_dir / "tables.md", markdown)
-    figure = comparison_figure(summary, metrics, titles, error_scale=scale)
-    with atomic_path(output_dir / "comparison.png") as tmp:
-        figure.savefig(tmp, dpi=120)
+    with Report(cfg) as report:
+        report.table("runs", runs)
+        report.table("summary", summary)
+        report.table("tables", stacked[["metric", *stacked.columns.drop("metric")]])
+        for metric, table in tables.items():
+            report.log_table(f"table/{metric}", table.reset_index())
+        write_text_atomic(report.output_dir / "tables.md", markdown)
+        report.figure("comparison", comparison_figure(summary, metrics, titles, error_scale=scale))
     log.info("comparison on %s (%s; bold: Pareto-optimal):\n%s", cfg.split, "error in %" if scale == 100 else
              "error", markdown)
-    if cfg.wandb.enabled:
-        _log_to_wandb(tables, summary, output_dir, cfg)
 
 
 def _train_once(run_dir: Path, overrides: list[str]) -> dict:
@@ -183,16 +183,4 @@ def _check_settings(cfg: DictConfig) -> None:
         raise ValueError(f"mitigations={list(cfg.mitigations or [])} must name each mitigation once")
 
 
-def _log_to_wandb(tables: Mapping[str, pd.DataFrame], summary: pd.DataFrame, output_dir: Path,
-                  cfg: DictConfig) -> None:
-    """One W&B run (offline unless configured): a table per metric, the summary and the scatter plot."""
-    import wandb
-
-    mode = cfg.wandb.mode or os.environ.get("WANDB_MODE") or "offline"
-    with wandb.init(project=cfg.wandb.project, job_type="compare", dir=str(output_dir), mode=mode,
-                    config=OmegaConf.to_container(cfg, resolve=True), settings=wandb.Settings(silent=True)) as run:
-        run.log({
-            **{f"table/{metric}": wandb.Table(dataframe=table.reset_index()) for metric, table in tables.items()},
-            "summary": wandb.Table(dataframe=summary.astype({"pareto_optimal": int})),
-            "comparison": wandb.Image(str(output_dir / "comparison.png")),
-        })
+main = hydra_command(run_comparison, "compare")

@@ -1,0 +1,215 @@
+"""SearchSettings: the face-agnostic settings of the search loop, checked once when they are built."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any
+
+from fairnas.search.records import RESERVED_COLUMNS
+from fairnas.search.strategies import MULTI_OBJECTIVE_ALGORITHMS, SCHEDULERS, STRATEGIES
+
+RESUME_INVARIANT_FIELDS = (
+    "strategy",
+    "objectives",
+    "min_budget",
+    "max_budget",
+    "eta",
+    "scheduler",
+    "multi_objective",
+    "rho",
+    "objective_weights",
+    "crash_cost",
+    "seed",
+)
+"""Settings a resumed search must share with the run that started it (the rest may change between runs)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchSettings:
+    """The search loop's settings; the defaults are the paper's (thesis Sec. 4.4): SMAC's MultiFidelityFacade
+    with Hyperband (eta = 2) over budgets in epochs, and ParEGO (rho = 0.05) over the objectives.
+
+    Objectives are all minimised. The search stops after ``n_trials`` trials or once the finished trials'
+    budgets sum to ``total_budget`` (give one or both). ``crash_cost`` is every objective's value for a crashed
+    trial, or one value per objective. ``reference_point`` fixes the hypervolume reference (default: the worst
+    max-budget value per objective plus 10% of its range). Building the settings checks every value, with a
+    one-line ValueError naming the ``search.<key>``; ``check_compatible`` adds the checks that need the space
+    and the target. Lists (OmegaConf list nodes included) become tuples, numbers floats or ints.
+    """
+
+    objectives: tuple[str, ...]
+    min_budget: float
+    max_budget: float
+    eta: int = 2
+    total_budget: float | None = None
+    n_trials: int | None = None
+    strategy: str = "smac"
+    scheduler: str = "hyperband"
+    multi_objective: str = "parego"
+    rho: float = 0.05
+    objective_weights: tuple[float, ...] | None = None
+    seed: int = 0
+    crash_cost: float | tuple[float, ...] = 1000.0
+    reference_point: tuple[float, ...] | None = None
+    n_workers: int = 1
+    dask_address: str | None = None
+    dask_scheduler_file: str | None = None
+    initial_design_size: int | None = None
+
+    def __post_init__(self) -> None:
+        for name, value in self._normalised().items():
+            object.__setattr__(self, name, value)
+        self._validate()
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        """Every setting, in declaration order (the keys ``from_mapping`` accepts)."""
+        return tuple(field.name for field in dataclasses.fields(cls))
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, Any]) -> SearchSettings:
+        """Settings from a dict or an OmegaConf node; unknown or missing keys are named in the error."""
+        allowed = cls.field_names()
+        unknown = [str(key) for key in mapping if key not in allowed]
+        if unknown:
+            raise ValueError(f"unknown search settings {unknown}; allowed: {list(allowed)}")
+        required = [field.name for field in dataclasses.fields(cls) if field.default is dataclasses.MISSING]
+        missing = [name for name in required if name not in mapping]
+        if missing:
+            raise ValueError(f"search settings lack {missing}")
+        return cls(**{key: mapping[key] for key in mapping})
+
+    @property
+    def crash_costs(self) -> tuple[float, ...]:
+        """The value each objective of a crashed trial records."""
+        if isinstance(self.crash_cost, float):
+            return (self.crash_cost,) * len(self.objectives)
+        return self.crash_cost
+
+    def resume_invariant(self) -> dict[str, Any]:
+        """The settings a resumed search must share with the run that started it, as search.json holds them."""
+        values = {name: getattr(self, name) for name in RESUME_INVARIANT_FIELDS} | {"crash_cost": self.crash_costs}
+        return {name: list(value) if isinstance(value, tuple) else value for name, value in values.items()}
+
+    def _normalised(self) -> dict[str, Any]:
+        """Lists (OmegaConf list nodes included) as tuples, numbers as floats or ints; a wrong type is named."""
+        return {
+            "objectives": _as_tuple("objectives", self.objectives),
+            "min_budget": _number("min_budget", self.min_budget),
+            "max_budget": _number("max_budget", self.max_budget),
+            "eta": _integer("eta", self.eta, minimum=2),
+            "total_budget": _optional(_number, "total_budget", self.total_budget),
+            "n_trials": _optional(_integer, "n_trials", self.n_trials, minimum=1),
+            "rho": _number("rho", self.rho),
+            "objective_weights": _optional(_numbers, "objective_weights", self.objective_weights),
+            "seed": _integer("seed", self.seed),
+            "crash_cost": _number_or_numbers("crash_cost", self.crash_cost),
+            "reference_point": _optional(_numbers, "reference_point", self.reference_point),
+            "n_workers": _integer("n_workers", self.n_workers, minimum=1),
+            "initial_design_size": _optional(_integer, "initial_design_size", self.initial_design_size, minimum=0),
+        }
+
+    def _validate(self) -> None:
+        objectives = self.objectives
+        all_strings = all(isinstance(name, str) for name in objectives)
+        if not objectives or not all_strings or len(set(objectives)) != len(objectives):
+            raise ValueError(
+                f"search.objectives must be a non-empty list of distinct metric names, got {list(objectives)}"
+            )
+        reserved = sorted(RESERVED_COLUMNS & set(objectives))
+        if reserved:
+            raise ValueError(f"search.objectives {reserved} are reserved trials.csv columns")
+        if not 0 < self.min_budget <= self.max_budget:
+            raise ValueError(
+                "search budgets need 0 < min_budget <= max_budget, "
+                f"got search.min_budget={self.min_budget}, search.max_budget={self.max_budget}"
+            )
+        if self.n_trials is None and self.total_budget is None:
+            raise ValueError("give search.n_trials or search.total_budget (or both) to bound the search")
+        if self.total_budget is not None and self.total_budget <= 0:
+            raise ValueError(f"search.total_budget must be > 0, got {self.total_budget}")
+        _check_choice("strategy", self.strategy, STRATEGIES)
+        _check_choice("scheduler", self.scheduler, tuple(SCHEDULERS))
+        _check_choice("multi_objective", self.multi_objective, MULTI_OBJECTIVE_ALGORITHMS)
+        if self.dask_address is not None and self.dask_scheduler_file is not None:
+            raise ValueError("give search.dask_address or search.dask_scheduler_file, not both")
+        if self.rho < 0:
+            raise ValueError(f"search.rho must be >= 0, got {self.rho}")
+        self._validate_per_objective()
+
+    def _validate_per_objective(self) -> None:
+        """The settings holding one value per objective."""
+        weights, n_objectives = self.objective_weights, len(self.objectives)
+        if weights is not None:
+            if self.multi_objective != "mean":
+                raise ValueError(
+                    "search.objective_weights need search.multi_objective='mean' (ParEGO draws its own weights)"
+                )
+            if len(weights) != n_objectives or min(weights) < 0:
+                raise ValueError(
+                    f"search.objective_weights must be {n_objectives} non-negative numbers, got {list(weights)}"
+                )
+        if self.reference_point is not None and len(self.reference_point) != n_objectives:
+            raise ValueError(
+                f"search.reference_point has {len(self.reference_point)} values "
+                f"for search.objectives {list(self.objectives)}"
+            )
+        if len(self.crash_costs) != n_objectives or not all(map(math.isfinite, self.crash_costs)):
+            raise ValueError(f"search.crash_cost must be one finite number or one per objective, got {self.crash_cost}")
+
+
+def check_compatible(
+    settings: SearchSettings, *, hyperparameters: Collection[str], known_objectives: Collection[str] | None = None
+) -> None:
+    """The checks that need the space's ``hyperparameters`` and the objectives the target reports (if known)."""
+    if known_objectives is not None:
+        unknown = [name for name in settings.objectives if name not in known_objectives]
+        if unknown:
+            raise ValueError(f"unknown search.objectives {unknown}; the target reports {sorted(known_objectives)}")
+    clashes = sorted(set(hyperparameters) & (RESERVED_COLUMNS | set(settings.objectives)))
+    if clashes:
+        raise ValueError(f"hyperparameter names {clashes} clash with trials.csv columns; rename them in the space")
+
+
+def _check_choice(name: str, value: Any, allowed: Collection[str]) -> None:
+    if value not in allowed:
+        raise ValueError(f"unknown search.{name} {value!r}; allowed: {list(allowed)}")
+
+
+def _as_tuple(name: str, value: Any, expected: str = "a list") -> tuple[Any, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise ValueError(f"search.{name} must be {expected}, got {value!r}")
+    return tuple(value)
+
+
+def _optional(convert: Callable[..., Any], name: str, value: Any, **bounds: int) -> Any:
+    return None if value is None else convert(name, value, **bounds)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _number(name: str, value: Any) -> float:
+    if not _is_number(value):
+        raise ValueError(f"search.{name} must be a number, got {value!r}")
+    return float(value)
+
+
+def _numbers(name: str, values: Any, expected: str = "a list of numbers") -> tuple[float, ...]:
+    return tuple(_number(name, value) for value in _as_tuple(name, values, expected))
+
+
+def _number_or_numbers(name: str, value: Any) -> float | tuple[float, ...]:
+    return float(value) if _is_number(value) else _numbers(name, value, "a number or a list of numbers")
+
+
+def _integer(name: str, value: Any, minimum: int | None = None) -> int:
+    bound = "" if minimum is None else f" >= {minimum}"
+    is_integer = _is_number(value) and math.isfinite(value) and int(value) == value
+    if not is_integer or (minimum is not None and value < minimum):
+        raise ValueError(f"search.{name} must be an integer{bound}, got {value!r}")
+    return int(value)

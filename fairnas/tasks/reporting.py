@@ -1,0 +1,113 @@
+"""Reporting shared by every command: its loggers, its device, and its tables and figures.
+
+Loggers come from the command's ``logger`` config group (``conf/logger/``): W&B runs offline by default and
+``logger=none`` switches every logger of every command off (files are written regardless). Tables (CSV) and
+figures (PNG) are written atomically into the command's output folder and sent to the loggers: W&B receives them
+as ``wandb.Table`` and images, other loggers the scalar metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytorch_lightning as pl
+import torch
+from hydra.utils import instantiate
+from matplotlib.figure import Figure
+from omegaconf import DictConfig, OmegaConf
+
+from fairnas.io import atomic_path, write_csv_atomic
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` is the first CUDA device when there is one, else the CPU; any other name is taken as given."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def build_loggers(cfg: DictConfig, **wandb_run: Any) -> list[pl.loggers.Logger]:
+    """The Lightning loggers of ``cfg.logger``; ``wandb_run`` (name, id, group, job_type) goes to W&B only."""
+    loggers = []
+    for node in (cfg.get("logger") or {}).values():
+        is_wandb = node.get("_target_", "").endswith("WandbLogger")
+        loggers.append(instantiate(node, **(wandb_run if is_wandb else {})))
+    return loggers
+
+
+class Report:
+    """One command's outputs: ``table``/``figure``/``metrics`` go to ``output_dir`` and to the loggers.
+
+    ``config`` is logged as the run's hyperparameters (default: the resolved ``cfg``). Use as a context manager,
+    or call :meth:`close`, so W&B runs are finished before the next one starts in the same process.
+    """
+
+    def __init__(self, cfg: DictConfig, *, output_dir: str | Path | None = None, config: Mapping | None = None,
+                 **wandb_run: Any):
+        self.output_dir = Path(output_dir or cfg.output_dir)
+        self.loggers = build_loggers(cfg, **wandb_run)
+        hyperparameters = dict(config) if config is not None else OmegaConf.to_container(cfg, resolve=True)
+        for logger in self.loggers:
+            logger.log_hyperparams(hyperparameters)
+
+    def table(self, name: str, frame: pd.DataFrame, *, index: bool = False) -> Path:
+        """``<output_dir>/<name>.csv`` (with the index as columns when ``index``), and a W&B table ``name``."""
+        path = self.output_dir / f"{name}.csv"
+        frame = frame.reset_index() if index else frame
+        write_csv_atomic(frame, path)
+        self.log_table(name, frame)
+        return path
+
+    def figure(self, name: str, figure: Figure, dpi: int = 120) -> Path:
+        """``<output_dir>/<name>.png``, and a W&B image ``name``."""
+        path = self.output_dir / f"{name}.png"
+        with atomic_path(path) as tmp:
+            figure.savefig(tmp, dpi=dpi, format="png")
+        self.log_image(name, path)
+        return path
+
+    def log_table(self, name: str, frame: pd.DataFrame) -> None:
+        """A table that is already on disk (or needs no file), to W&B only."""
+        for logger in self._wandb():
+            logger.log_table(name, dataframe=_loggable(frame))
+
+    def log_image(self, name: str, path: str | Path) -> None:
+        """An image file that is already on disk, to W&B only."""
+        for logger in self._wandb():
+            logger.log_image(name, images=[str(path)])
+
+    def metrics(self, values: Mapping[str, float], step: int | None = None) -> None:
+        """Scalar metrics to every logger."""
+        for logger in self.loggers:
+            logger.log_metrics({name: float(value) for name, value in values.items()}, step=step)
+
+    def close(self) -> None:
+        """Finish W&B runs and flush the other loggers."""
+        for logger in self.loggers:
+            if isinstance(logger, pl.loggers.WandbLogger):
+                logger.experiment.finish()
+            else:
+                logger.save()
+
+    def __enter__(self) -> Report:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _wandb(self) -> list[pl.loggers.WandbLogger]:
+        return [logger for logger in self.loggers if isinstance(logger, pl.loggers.WandbLogger)]
+
+
+def _loggable(frame: pd.DataFrame) -> pd.DataFrame:
+    """Text columns with missing entries as "" and booleans as integers, so W&B sees one type per column."""
+    frame = frame.copy()
+    for column in frame.columns:
+        if pd.api.types.is_bool_dtype(frame[column]):
+            frame[column] = frame[column].astype(int)
+        elif not pd.api.types.is_numeric_dtype(frame[column]):
+            frame[column] = frame[column].map(lambda value: "" if pd.isna(value) else str(value))
+    return frame

@@ -1,0 +1,188 @@
+"""A run: how a training config becomes a model and its data, and how a finished run comes back.
+
+``build_model(cfg)`` wires a composed training config to objects (the only place that does). ``load_run(path)`` is
+the one way to rebuild a trained run: every checkpoint that ``train`` writes carries the run's resolved config
+(``hyper_parameters["config"]``), so the checkpoint alone gives the model, its weights (loaded with
+``weights_only=True``: a checkpoint cannot run code) and its data split. A run that started from another run's
+weights (``init_from``, e.g. SensitiveNets) holds those weights itself and does not need the other run again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+from pathlib import Path
+from typing import Any
+
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf, open_dict
+from torch import nn
+
+from fairnas.data import FaceDataModule
+from fairnas.models import FaceEmbedder, ops_name
+from fairnas.training.module import FaceRecognitionModule
+
+EMBEDDER_PREFIX = "embedder."
+CHECKPOINT_DIR, LAST_CHECKPOINT = "checkpoints", "last.ckpt"
+
+
+@dataclasses.dataclass
+class Run:
+    """A trained run back from disk: its ``config``, evaluation-mode ``module`` and ``datamodule``.
+
+    The data module is set up (its data set read) only when :meth:`data` is first called, so a run whose data set
+    is elsewhere can still be evaluated on other benchmarks.
+    """
+
+    config: DictConfig
+    module: FaceRecognitionModule
+    datamodule: FaceDataModule
+    checkpoint: Path
+
+    @property
+    def embedder(self) -> nn.Module:
+        return self.module.embedder
+
+    def data(self) -> FaceDataModule:
+        """The run's data module with its splits as in training (the saved split file is read back)."""
+        self.datamodule.setup()
+        return self.datamodule
+
+    @property
+    def label(self) -> str:
+        return model_label(self.config)
+
+
+def build_datamodule(cfg: DictConfig) -> FaceDataModule:
+    """The data module of ``cfg.data``. For a new run (``cfg.data_info`` unset) it is set up at once and what the
+    data decides is recorded in ``cfg.data_info`` (``n_groups``, ``num_classes``, ``group_order``), where other
+    configs interpolate it; a saved run's config already holds it."""
+    datamodule = instantiate(cfg.data, seed=cfg.seed)
+    check_partial(datamodule.table_source, "data.table")
+    if cfg.get("data_info") is None:
+        datamodule.setup()
+        with open_dict(cfg):
+            cfg.data_info = {"n_groups": len(datamodule.group_order), "num_classes": datamodule.num_classes,
+                             "group_order": list(datamodule.group_order)}
+    return datamodule
+
+
+def build_embedder(cfg: DictConfig, *, init_weights: bool = True) -> nn.Module:
+    """Backbone + embedding neck, started from ``cfg.init_from``'s embedder weights when set and
+    ``init_weights``, inside the mitigation's ``embedder`` wrapper when it has one (SensitiveNets)."""
+    embedder = FaceEmbedder(instantiate(cfg.backbone), embedding_dim=cfg.embedding_dim, dropout=cfg.dropout)
+    if init_weights and cfg.get("init_from"):
+        checkpoint, state = read_checkpoint(cfg.init_from, key="init_from")
+        _load_weights(embedder, state["state_dict"], EMBEDDER_PREFIX, checkpoint, key="init_from")
+    wrapper = (cfg.get("mitigation") or {}).get("embedder")
+    return instantiate(wrapper, embedder=embedder) if wrapper else embedder
+
+
+def build_model(cfg: DictConfig, *, init_weights: bool = True) -> tuple[FaceRecognitionModule, FaceDataModule]:
+    """The LightningModule and data module a training config describes (see :func:`build_datamodule`)."""
+    # Cheap parts first, so their errors come before the data set is rendered or indexed.
+    embedder = build_embedder(cfg, init_weights=init_weights)
+    loss = instantiate(cfg.loss)
+    optimizer, head = instantiate_partial(cfg.optimizer, "optimizer"), instantiate_partial(cfg.head, "head")
+    scheduler = instantiate_partial(cfg.scheduler, "scheduler") if cfg.get("scheduler") else None
+    mitigation = cfg.get("mitigation") or {}
+    margin_policy = instantiate(mitigation.margin_policy) if mitigation.get("margin_policy") else None
+    datamodule = build_datamodule(cfg)
+    regularizers = {name: instantiate(node) for name, node in (cfg.get("regularizer") or {}).items()}
+    module = FaceRecognitionModule(
+        embedder=embedder,
+        head=head(embedding_dim=cfg.embedding_dim, num_classes=cfg.data_info.num_classes),
+        loss=loss,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        horizon_epochs=(cfg.get("scheduler") or {}).get("horizon_epochs"),
+        group_order=cfg.data_info.group_order,
+        regularizers=regularizers,
+        tta_flip=cfg.eval.tta_flip,
+        rank_by=cfg.eval.rank_by,
+        margin_policy=margin_policy,
+        config=OmegaConf.to_container(cfg, resolve=True),
+    )
+    return module, datamodule
+
+
+def instantiate_partial(node: DictConfig, key: str) -> Any:
+    """``instantiate(node)`` for a ``_partial_`` config, its arguments checked now (see :func:`check_partial`)."""
+    return check_partial(instantiate(node), key)
+
+
+def check_partial(factory: Any, key: str) -> Any:
+    """Hydra builds a ``_partial_`` object without calling its target, so an unknown argument would only fail when
+    training reaches it: check the arguments against the target's signature at once, naming the config ``key``."""
+    if isinstance(factory, functools.partial):
+        try:
+            inspect.signature(factory.func).bind_partial(*factory.args, **factory.keywords)
+        except TypeError as error:
+            raise ValueError(f"{key}: {factory.func.__qualname__} {error}") from None
+    return factory
+
+
+def load_run(path: str | Path, *, device: str | torch.device = "cpu", data_root: str | None = None) -> Run:
+    """Rebuild the run of ``path`` (a checkpoint, or a run folder: its ``checkpoints/last.ckpt``).
+
+    The data split the run generated is read back from the split file it saved, found beside the checkpoint
+    even when the run folder was moved; ``data_root`` replaces the data set's location.
+    """
+    checkpoint, state = read_checkpoint(path)
+    config = OmegaConf.create(state["hyper_parameters"]["config"])
+    run_dir = checkpoint.parent.parent
+    with open_dict(config):
+        if data_root is not None:
+            config.data.table.root = data_root
+        _reuse_saved_split(config, Path(config.output_dir), run_dir)
+        config.output_dir = str(run_dir)
+        config.init_from = None  # the checkpoint holds those weights
+    module, datamodule = build_model(config, init_weights=False)
+    _load_weights(module, state["state_dict"], "", checkpoint, key="ckpt")
+    return Run(config, module.eval().to(device), datamodule, checkpoint)
+
+
+def read_checkpoint(path: str | Path, key: str = "ckpt") -> tuple[Path, dict]:
+    """The checkpoint file of ``path`` and its contents, tensors on the CPU; ``key`` names the setting in errors."""
+    path = Path(path).expanduser()
+    checkpoint = path / CHECKPOINT_DIR / LAST_CHECKPOINT if path.is_dir() else path
+    if not checkpoint.is_file():
+        raise FileNotFoundError(f"{key}: checkpoint '{checkpoint}' does not exist")
+    state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    if "config" not in state.get("hyper_parameters", {}):
+        raise ValueError(f"{key}: '{checkpoint}' carries no training config; it was not written by fairnas train")
+    return checkpoint, state
+
+
+def model_label(config: DictConfig) -> str:
+    """Architecture (the paper's SMAC_xyz name for the searchable DPN, else the timm name) and head, e.g.
+    ``SMAC_301_cosface``."""
+    backbone = config.backbone
+    architecture = ops_name(backbone.ops) if "ops" in backbone else backbone.get("name", backbone._target_)
+    head = config.head._target_.rsplit(".", 1)[-1].removesuffix("Head").lower()
+    return f"{architecture}_{head}"
+
+
+def _load_weights(model: nn.Module, state: dict, prefix: str, source: str | Path, key: str) -> None:
+    """Load the entries of ``state`` under ``prefix`` into ``model``; a mismatch is one line naming ``key``."""
+    weights = {name[len(prefix):]: value for name, value in state.items() if name.startswith(prefix)}
+    try:
+        model.load_state_dict(weights)
+    except RuntimeError as error:  # torch lists the missing / unexpected / mis-shaped weights after line 1
+        detail = " ".join(line.strip() for line in str(error).splitlines()[1:3])
+        detail = detail if len(detail) <= 300 else detail[:300] + " ..."
+        raise ValueError(f"{key}: '{source}' does not match the model of this config: {detail}") from None
+
+
+def _reuse_saved_split(config: DictConfig, old_dir: Path, run_dir: Path) -> None:
+    """Point the data split at the split file the run saved (moved along with the run folder)."""
+    split = config.data.table.get("split")
+    if split is None or not split.get("save_to"):
+        return
+    saved = Path(split.save_to)
+    if saved.is_relative_to(old_dir):
+        saved = run_dir / saved.relative_to(old_dir)
+    if saved.is_file():
+        split.file, split.save_to = str(saved), None
