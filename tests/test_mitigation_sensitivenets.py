@@ -21,13 +21,10 @@ from fairnas.tasks.train import train
 from tests.conftest import TINY_DATA
 
 
-@pytest.fixture(scope="module")
-def pretrained(tmp_path_factory, cache_dir):
-    """A tiny trained run (the frozen extractor) and the overrides that made it."""
-    overrides = [*TINY_DATA, f"paths.cache_dir={cache_dir}", "logger=none"]
-    run = tmp_path_factory.mktemp("pretrained")
-    train(compose_config("train", overrides, output_dir=run))
-    return run / "checkpoints" / "last.ckpt", overrides
+@pytest.fixture
+def pretrained(trained_run, cache_dir):
+    """The shared tiny trained run (the frozen extractor): its checkpoint and the overrides that made it."""
+    return trained_run / "checkpoints" / "last.ckpt", [*TINY_DATA, f"paths.cache_dir={cache_dir}", "logger=none"]
 
 
 def test_adversary_trains_the_discriminator_on_its_loss_and_the_embedding_on_delta():

@@ -35,10 +35,7 @@ def group_disparities(
     Returns:
         {"rank_disparity", "disparity", "ratio", "rank_ratio", "error_ratio"} -> value (may be +inf).
     """
-    if len(group_order) == 0:
-        raise ValueError("group_order must name at least one group")
-    if len(set(group_order)) != len(group_order):
-        raise ValueError(f"group_order has duplicate groups: {list(group_order)}")
+    check_group_order(group_order)
     for group in group_order:
         if group not in per_group:
             raise ValueError(f"group {group!r} in group_order is missing from per_group (has {sorted(per_group)})")
@@ -58,6 +55,14 @@ def group_disparities(
         "rank_ratio": relative_gap(columns["rank"]),
         "error_ratio": relative_gap(columns["error"]),
     }
+
+
+def check_group_order(group_order: Sequence[str]) -> None:
+    """A group order names at least one group, and each group once."""
+    if len(group_order) == 0:
+        raise ValueError("group_order must name at least one group")
+    if len(set(group_order)) != len(group_order):
+        raise ValueError(f"group_order has duplicate groups: {list(group_order)}")
 
 
 def _ratio_distance_from_one(numerator: float, denominator: float) -> float:

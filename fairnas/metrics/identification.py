@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fairnas.metrics.fairness import DISPARITY_METRICS, group_disparities
+from fairnas.metrics.fairness import DISPARITY_METRICS, check_group_order, group_disparities
 
 RANK_BY_CHOICES = ("identity", "image")
 IDENTIFICATION_METRICS = ("error", "accuracy", "rank", *DISPARITY_METRICS)
@@ -200,10 +200,7 @@ def _group_names(present: list[str], group_order: Sequence[Any] | None) -> list[
     if group_order is None:
         return present
     names = [str(group) for group in group_order]
-    if not names:
-        raise ValueError("group_order must name at least one group")
-    if len(set(names)) != len(names):
-        raise ValueError(f"group_order has duplicate groups: {names}")
+    check_group_order(names)
     for name in names:
         if name not in present:
             raise ValueError(f"group {name!r} in group_order is not among the group labels {present}")

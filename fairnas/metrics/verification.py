@@ -2,7 +2,8 @@
 
 A pair's score is the cosine similarity of its two L2-normalised embeddings (higher: more likely the same
 person). For unit vectors d^2 = 2 - 2 cos, so every threshold on the score is a threshold on the Euclidean
-distance of DESIGN.md; a pair is accepted as a match when its score is >= the threshold.
+distance of the identification metrics (README, "Metric definitions"); a pair is accepted as a match when its
+score is >= the threshold.
 
 - k-fold accuracy (the LFW protocol, also used by CFP-FF/FP, AgeDB-30, CALFW, CPLFW and RFW; thesis Tables 4.5
   and 4.7): for each fold, the threshold that maximises accuracy on the other folds (the highest such threshold

@@ -36,7 +36,7 @@ PARTITION_FILE = "list_eval_partition.txt"
 def read_celeba(
     root: str | Path,
     attribute: str = "Male",
-    split: SplitSpec | None = None,
+    split: SplitSpec = SplitSpec(),
     official_partition: bool = False,
     verify_images: bool = False,
 ) -> FaceTable:
@@ -51,7 +51,6 @@ def read_celeba(
         verify_images: decode every image once and skip those that fail (slow).
     """
     root = require_dir(root, "data.table.root")
-    spec = split or SplitSpec()
     identities = pd.read_csv(require_file(root / IDENTITY_FILE, DATASET), sep=r"\s+", header=None,
                              names=["image", "identity"], dtype=str)
     attributes = _read_attributes(require_file(root / ATTRIBUTE_FILE, DATASET))
@@ -67,7 +66,7 @@ def read_celeba(
     frame = _identity_majority(frame, attribute)
 
     if official_partition:
-        if spec.file is not None:
+        if split.file is not None:
             raise ValueError("data.table: set either official_partition=true or split.file, not both")
         partition = _read_partition(require_file(root / PARTITION_FILE, DATASET))
         frame = frame.assign(split=frame["image"].map(partition))
@@ -75,7 +74,7 @@ def read_celeba(
         frame = frame.dropna(subset=["split"])
     else:
         groups = frame.groupby("identity")[attribute].first()
-        frame = apply_identity_splits(frame, identity_splits(groups, spec, DATASET), DATASET)
+        frame = apply_identity_splits(frame, identity_splits(groups, split, DATASET), DATASET)
     return face_table(root, frame.drop(columns="image"), attribute, DATASET)
 
 

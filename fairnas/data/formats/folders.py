@@ -34,12 +34,11 @@ def read_folders(
     attribute: str = "group",
     attributes: str = "attributes.csv",
     images: str = ".",
-    split: SplitSpec | None = None,
+    split: SplitSpec = SplitSpec(),
     verify_images: bool = False,
 ) -> FaceTable:
     """Read identity folders under ``root/<images>`` with per-identity attributes from ``root/<attributes>``."""
     root = require_dir(root, "data.table.root")
-    spec = split or SplitSpec()
     csv_path = require_file(root / attributes, DATASET)
     table = pd.read_csv(csv_path, dtype=str)
     missing = [column for column in ("identity", attribute) if column not in table.columns]
@@ -61,5 +60,5 @@ def read_folders(
     })
     frame = drop_unreadable(root, frame[known].join(table, on="identity"), verify_images, DATASET)
     groups = frame.groupby("identity")[attribute].first()
-    frame = apply_identity_splits(frame, identity_splits(groups, spec, DATASET), DATASET)
+    frame = apply_identity_splits(frame, identity_splits(groups, split, DATASET), DATASET)
     return face_table(root, frame, attribute, DATASET)

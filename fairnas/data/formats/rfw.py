@@ -28,13 +28,12 @@ IMAGE_DIR = "data"
 PAIRS_DIR = "txts"
 
 
-def read_rfw(root: str | Path, split: SplitSpec | None = None, verify_images: bool = False) -> FaceTable:
+def read_rfw(root: str | Path, split: SplitSpec = SplitSpec(), verify_images: bool = False) -> FaceTable:
     """All RFW images with their race (column ``race``), split identity-disjointly by ``split``."""
     root = require_dir(root, "data.table.root")
-    spec = split or SplitSpec()
     frame = _rfw_images(root, verify_images)
     groups = frame.groupby("identity")[ATTRIBUTE].first()
-    frame = apply_identity_splits(frame, identity_splits(groups, spec, DATASET), DATASET)
+    frame = apply_identity_splits(frame, identity_splits(groups, split, DATASET), DATASET)
     return face_table(root, frame, ATTRIBUTE, DATASET, expected_groups=RACES)
 
 

@@ -36,12 +36,11 @@ FOLDERS = ("train", "test")
 def read_vggface2(
     root: str | Path,
     attribute: str = "Gender",
-    split: SplitSpec | None = None,
+    split: SplitSpec = SplitSpec(),
     verify_images: bool = False,
 ) -> FaceTable:
     """Read VGGFace2 from ``root`` (see the module docstring); identities missing from the metadata are skipped."""
     root = require_dir(root, "data.table.root")
-    spec = split or SplitSpec()
     meta = read_identity_meta(require_file(root / META_FILE, DATASET))
     if attribute not in meta.columns:
         raise ValueError(f"data.table.attribute={attribute!r} is not a column of {META_FILE}; allowed: "
@@ -60,7 +59,7 @@ def read_vggface2(
     groups = frame.groupby("identity")[attribute].first()
     test_identities = frame.loc[frame["folder"] == "test", "identity"].unique()
     fixed = pd.Series("test", index=pd.Index(test_identities, name="identity"))
-    frame = apply_identity_splits(frame, identity_splits(groups, spec, DATASET, fixed=fixed), DATASET)
+    frame = apply_identity_splits(frame, identity_splits(groups, split, DATASET, fixed=fixed), DATASET)
     return face_table(root, frame.drop(columns="folder"), attribute, DATASET)
 
 
