@@ -30,7 +30,7 @@ from PIL import Image
 
 from fairnas.config import compose_config
 from fairnas.data.sources import synthetic_faces
-from fairnas.models import FaceEmbedder, build_head
+from fairnas.models import FaceEmbedder
 
 CELEBA_SIZE = (178, 218)  # width, height of img_align_celeba
 IMAGES_PER_IDENTITY = 10
@@ -52,6 +52,7 @@ def write_jpeg_faces(root: Path, n_images: int) -> None:
 def loading_rate(cfg, workers: int, batches: int) -> float:
     """Images per second from the training loader with ``workers`` workers, first batch excluded."""
     datamodule = instantiate(cfg.data, seed=0, num_workers=workers)
+    datamodule.setup()
     iterator = iter(datamodule.train_dataloader())
     next(iterator)
     start, images = time.perf_counter(), 0
@@ -66,7 +67,7 @@ def training_rate(cfg, num_classes: int, steps: int) -> float:
     """Images per second through the training step of the configured backbone and head, batch in memory."""
     size, batch = cfg.data.transforms.image_size, cfg.data.batch_size
     embedder = FaceEmbedder(instantiate(cfg.backbone), embedding_dim=cfg.embedding_dim)
-    head = build_head(embedding_dim=cfg.embedding_dim, num_classes=num_classes, **cfg.head)
+    head = instantiate(cfg.head)(embedding_dim=cfg.embedding_dim, num_classes=num_classes)
     optimizer = instantiate(cfg.optimizer)(params=[*embedder.parameters(), *head.parameters()])
     images, labels = torch.randn(batch, 3, size, size), torch.randint(0, num_classes, (batch,))
 
@@ -107,6 +108,7 @@ def main() -> None:
         rates = {workers: max(loading_rate(cfg, workers, args.batches) for _ in range(args.repeats))
                  for workers in args.workers}
         datamodule = instantiate(cfg.data, seed=0, num_workers=0)
+        datamodule.setup()
         consumption = max(training_rate(cfg, datamodule.num_classes, args.steps) for _ in range(args.repeats))
 
     print(f"{'':30} | {'images/s':>9}")

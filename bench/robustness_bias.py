@@ -33,10 +33,10 @@ def run(seed: int, regularised: bool, args: argparse.Namespace, output_dir: Path
         "trainer.accelerator=cpu", "trainer.enable_progress_bar=false", "trainer.enable_model_summary=false",
         "logger=none", f"seed={seed}", f"paths.cache_dir={args.cache_dir}",
         "eval.robustness_bias=true", f"eval.robustness.max_probes={args.max_probes}",
-        f"eval.robustness.options={{steps: {args.deepfool_steps}}}",
+        f"eval.robustness.estimator.steps={args.deepfool_steps}",
     ]
     if regularised:
-        overrides += ["regularizer=robustness_bias", f"regularizer.robustness_bias.alpha={args.alpha}",
+        overrides += ["regularizer=robustness_bias", f"regularizer.robustness_bias.weight={args.alpha}",
                       f"regularizer.robustness_bias.tau={args.tau}",
                       f"regularizer.robustness_bias.temperature={args.temperature}"]
     start = time.perf_counter()
