@@ -124,3 +124,44 @@ def test_batches_depend_only_on_seed_epoch_and_index(tmp_path):
     assert list(sampler) == order and sorted(i for i, _ in order) == list(range(12))
     sampler.set_epoch(3)
     assert list(sampler) != order
+
+
+def unbalanced_rows():
+    """Every split: four identities of group a, two of group b; balancing keeps two of a, chosen at random."""
+    rows = []
+    for split in ("train", "val", "test"):
+        for k in range(4):
+            rows += rows_for(split, "a", f"{split}-a-{k}", 3)
+        for k in range(2):
+            rows += rows_for(split, "b", f"{split}-b-{k}", 3)
+    return rows
+
+
+def test_subset_rules_use_the_subset_seed_not_the_training_seed(tmp_path):
+    write_generic(tmp_path, unbalanced_rows())
+
+    def identities(**options):
+        dm = ready(read_generic(tmp_path), balance_identities=True, **options)
+        return {split: set(frame["identity"]) for split, frame in dm.splits.items()}
+
+    assert identities(seed=0) == identities(seed=1)  # the training seed does not pick the evaluated identities
+    assert identities(seed=1) == identities(seed=1, subset_seed=0)
+    assert identities(seed=0, subset_seed=0)["val"] != identities(seed=0, subset_seed=1)["val"]
+
+
+def test_subset_seed_comes_from_the_data_config(tiny_config):
+    from omegaconf import open_dict
+
+    from fairnas.tasks.runs import build_datamodule
+
+    def val_identities(*overrides, saved_before_subset_seed=False):
+        cfg = tiny_config("data.max_images_per_group=6", *overrides)
+        if saved_before_subset_seed:  # a run saved before the key existed keeps the subset its seed drew
+            with open_dict(cfg):
+                del cfg.data.subset_seed
+        return set(build_datamodule(cfg).splits["val"]["identity"])
+
+    assert val_identities("seed=0") == val_identities("seed=1")
+    assert val_identities("seed=1") == val_identities("seed=3")
+    assert any(val_identities(f"data.subset_seed={s}") != val_identities() for s in (1, 2, 3))
+    assert val_identities("seed=1", saved_before_subset_seed=True) == val_identities("data.subset_seed=1")

@@ -14,8 +14,8 @@ from fairnas.tasks.search import run_face_search
 from tests.conftest import TINY_DATA
 
 
-def search_config(tmp_path, cache_dir, *overrides):
-    train_overrides = [*TINY_DATA, f"paths.cache_dir={cache_dir}", "logger=none"]
+def search_config(tmp_path, cache_dir, *overrides, train=()):
+    train_overrides = [*TINY_DATA, f"paths.cache_dir={cache_dir}", "logger=none", *train]
     return compose_config(
         "search",
         ["search.train_overrides=[" + ",".join(f"'{o}'" for o in train_overrides) + "]", "search.min_budget=1", "search.max_budget=2",
@@ -47,6 +47,14 @@ def test_search_writes_every_output_and_continues_across_fidelities(tmp_path, ca
     assert len(final) == len(result.pareto_front)
     assert (final["n_seeds"] == 2).all()
     assert {"val/error_mean", "val/error_sem", "test/rank_disparity_mean", "test/rank_disparity_sem"} <= set(final)
+    # Fresh seeds: not the search's own runs, whose validation result selected the front.
+    trial_seeds = set(trials["seed"])
+    for row in final.to_dict("records"):
+        seeds = json.loads(row["seeds"])
+        assert len(seeds) == 2 and not set(seeds) & trial_seeds
+        for seed in seeds:
+            run = json.loads((out / "trials" / row["config_id"] / f"seed{seed}" / "epochs2" / "trial.json").read_text())
+            assert run["seed"] == seed and run["continued_from_epoch"] == 0
 
 
 @pytest.mark.parametrize(
@@ -75,3 +83,16 @@ def test_space_key_missing_from_training_config_is_named(tmp_path, cache_dir, ca
     with pytest.raises(SystemExit):
         run_cli(run_face_search, cfg)
     assert "backbone.width" in capsys.readouterr().err
+
+
+def test_resuming_with_other_train_overrides_is_refused_before_any_trial(tmp_path, cache_dir, capsys):
+    run_face_search(search_config(tmp_path, cache_dir, "search.n_trials=1", "search.total_budget=null"))
+    out = tmp_path / "search"
+    runs = sorted(out.glob("trials/*/seed*/epochs*"))
+    cfg = search_config(tmp_path, cache_dir, "search.n_trials=2", "search.total_budget=null", train=["dropout=0.1"])
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(run_face_search, cfg)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "train_overrides" in err[0]
+    assert len(pd.read_csv(out / "trials.csv")) == 1 and sorted(out.glob("trials/*/seed*/epochs*")) == runs

@@ -205,3 +205,24 @@ def test_resuming_with_different_settings_is_refused(tmp_path):
         _search(tmp_path, target=_never_called, strategy="random", n_trials=4, max_budget=8)
     extended = _search(tmp_path, strategy="random", n_trials=4)
     assert extended.trials["trial_id"].tolist() == [0, 1, 2, 3]
+
+
+def test_resuming_with_a_space_that_sets_other_keys_or_other_invariants_is_refused(tmp_path):
+    def space(key):
+        return {"hyperparameters": {"x0": {"type": "float", "lower": 0.0, "upper": 1.0, "key": key}}}
+
+    def search(target, key, invariants):
+        return run_search(target, space(key), SearchSettings(["f1", "f2"], min_budget=1, max_budget=4, n_trials=2,
+                                                             strategy="random"),
+                          output_dir=tmp_path / "search", invariants=invariants)
+
+    search(lambda c, s, b: {"f1": c["x0"], "f2": 1 - c["x0"]}, "model.a", {"data": ["d=1"]})
+    with pytest.raises(ValueError, match=r"different \['space_keys'\]"):
+        search(_never_called, "model.b", {"data": ["d=1"]})
+    with pytest.raises(ValueError, match=r"different \['data'\]"):
+        search(_never_called, "model.a", {"data": ["d=2"]})
+    assert len(pd.read_csv(tmp_path / "search" / "trials.csv")) == 2
+    recorded = tmp_path / "search" / "search.json"  # one written before space_keys was recorded still resumes
+    recorded.write_text(json.dumps({k: v for k, v in json.loads(recorded.read_text()).items() if k != "space_keys"}))
+    search(_never_called, "model.a", {"data": ["d=1"]})
+    assert json.loads(recorded.read_text())["space_keys"] == {"x0": "model.a"}

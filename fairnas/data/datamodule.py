@@ -27,6 +27,10 @@ class FaceDataModule(pl.LightningDataModule):
     ``label_transform(labels, groups) -> labels`` rewrites the training split's class labels, given the protected
     group name of every training image (e.g. :class:`~fairnas.mitigations.flipped.FlipGroupLabels`); validation
     and test labels are never changed.
+
+    ``seed`` (the run's training seed) drives shuffling and augmentation; ``subset_seed`` alone decides which
+    identities and images the subset rules keep in every split, so runs with different training seeds train and
+    evaluate on the same identities.
     """
 
     def __init__(
@@ -42,6 +46,7 @@ class FaceDataModule(pl.LightningDataModule):
         eval_batch_size: int = 256,
         num_workers: int = 0,
         seed: int = 0,
+        subset_seed: int = 0,
         label_transform: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
     ):
         super().__init__()
@@ -51,7 +56,7 @@ class FaceDataModule(pl.LightningDataModule):
         )
         self.transforms = dict(transforms or {})
         self.rules = dict(min_images=min_images, balance_identities=balance_identities,
-                          max_images_per_group=max_images_per_group, seed=seed)
+                          max_images_per_group=max_images_per_group, seed=subset_seed)
         self.requested_group_order = group_order
         self.table: FaceTable | None = None
         self.splits: dict[str, pd.DataFrame] = {}

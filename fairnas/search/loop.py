@@ -41,6 +41,7 @@ def run_search(
     output_dir: str | Path,
     known_objectives: Collection[str] | None = None,
     known_keys: KeyValidator | None = None,
+    invariants: Mapping[str, Any] | None = None,
 ) -> SearchResult:
     """Search ``space`` for configurations minimising every objective; resume from ``output_dir``.
 
@@ -52,7 +53,10 @@ def run_search(
     the summed budget of finished trials reaches ``settings.total_budget`` (trials are launched while
     finished plus running budget is below it, so it is exceeded by at most one trial's budget).
     ``known_objectives`` (the metrics the target reports) and ``known_keys`` (the configuration keys
-    the space may set) are checked before any trial runs when given. Writes trials.csv,
+    the space may set) are checked before any trial runs when given. A resumed search must match the
+    started one's resume-invariant settings, space (hyperparameters and the keys they set) and
+    ``invariants`` (the caller's own, e.g. the training overrides every trial applies; JSON-able values,
+    recorded in search.json) or stops with a ValueError naming what differs. Writes trials.csv,
     pareto_front.csv, pareto_front.png, hypervolume.csv, search.json and SMAC's output (smac3/) into
     ``output_dir``.
     """
@@ -62,7 +66,8 @@ def run_search(
     check_compatible(settings, hyperparameters=list(search_space.keys), known_objectives=known_objectives)
     configspace = search_space.configspace
     output_dir = Path(output_dir)
-    _claim_output_dir(output_dir, settings.resume_invariant() | {"configspace": configspace.to_serialized_dict()})
+    space_invariants = {"configspace": configspace.to_serialized_dict(), "space_keys": dict(search_space.keys)}
+    _claim_output_dir(output_dir, settings.resume_invariant() | space_invariants | dict(invariants or {}))
 
     store = TrialStore(output_dir / TRIALS_FILE, settings.objectives, list(search_space.keys))
     if store.records:
@@ -215,12 +220,17 @@ def _claim_output_dir(output_dir: Path, settings: dict[str, Any]) -> None:
     settings = json.loads(json.dumps(settings))  # normalise (tuples -> lists) for comparison
     if settings_path.is_file():
         previous = json.loads(settings_path.read_text())
-        changed = [name for name, value in settings.items() if previous.get(name) != value]
+        changed = [name for name, value in settings.items() if name in previous and previous[name] != value]
         if changed:
             raise ValueError(
                 f"{output_dir} holds a search with different {changed}; use a new output_dir to change them"
             )
-        return
+        unrecorded = [name for name in settings if name not in previous]
+        if not unrecorded:
+            return
+        # search.json from an older version: what it lacks cannot be checked now, only recorded for next time.
+        log.warning("%s does not record %s; resuming with the current values", settings_path, unrecorded)
+        settings = previous | settings
     output_dir.mkdir(parents=True, exist_ok=True)
     with atomic_path(settings_path) as tmp:
         tmp.write_text(json.dumps(settings, indent=2))

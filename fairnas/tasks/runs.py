@@ -59,7 +59,9 @@ def build_datamodule(cfg: DictConfig) -> FaceDataModule:
     """The data module of ``cfg.data``. For a new run (``cfg.data_info`` unset) it is set up at once and what the
     data decides is recorded in ``cfg.data_info`` (``n_groups``, ``num_classes``, ``group_order``), where other
     configs interpolate it; a saved run's config already holds it."""
-    datamodule = instantiate(cfg.data, seed=cfg.seed)
+    # A run saved before data.subset_seed existed drew its subset with the training seed: keep its data.
+    legacy = {} if "subset_seed" in cfg.data else {"subset_seed": cfg.seed}
+    datamodule = instantiate(cfg.data, seed=cfg.seed, **legacy)
     check_partial(datamodule.table_source, "data.table")
     if cfg.get("data_info") is None:
         datamodule.setup()

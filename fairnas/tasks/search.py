@@ -3,17 +3,18 @@ error-vs-fairness Pareto front (thesis Sec. 4.4).
 
 Glue between the face-agnostic search (``fairnas.search``) and training: the target trains a configuration with
 :func:`~fairnas.tasks.train.train` (continuing lower-budget checkpoints, :mod:`fairnas.tasks.search_target`), and
-the Pareto configurations are finally re-trained with several seeds and reported on validation and test as mean
-and standard error (thesis Sec. 4.5.1). The loop settings (``cfg.search``'s fields of
+the Pareto configurations are finally re-trained with several seeds the search never used and reported on validation
+and test as mean and standard error (thesis Sec. 4.5.1). The loop settings (``cfg.search``'s fields of
 :class:`~fairnas.search.SearchSettings`) are validated before any trial runs.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -55,23 +56,34 @@ def run_face_search(cfg: DictConfig) -> SearchResult:
         split=search.split,
         continue_across_fidelities=search.continue_across_fidelities,
     )
-    result = run_search(target, space, settings, output_dir=output_dir, known_objectives=known_objectives())
+    # What every trial trains with, beyond the loop settings: a resumed search must not mix in other results.
+    invariants = {"train_overrides": train_overrides, "split": search.split}
+    result = run_search(target, space, settings, output_dir=output_dir, known_objectives=known_objectives(),
+                        invariants=invariants)
     trained, saved = epochs_saved(output_dir / "trials")
     log.info("search done: %d trials, front of %d; %d epochs trained, %d saved by continuing across fidelities",
              len(result.trials), len(result.pareto_front), trained, saved)
     if search.final_seeds > 0:
-        final = evaluate_front(result, target, seeds=range(search.final_seeds))
+        seeds = fresh_seeds(result.trials["seed"], search.final_seeds)
+        final = evaluate_front(result, target, seeds=seeds)
         write_csv_atomic(final, output_dir / FINAL_FRONT_FILE)
-        log.info("final front over %d seeds:\n%s", search.final_seeds, final.to_string(index=False))
+        log.info("final front over seeds %s:\n%s", seeds, final.to_string(index=False))
     report_search(cfg, result, settings)
     return result
+
+
+def fresh_seeds(used: Iterable[int], n: int) -> list[int]:
+    """The ``n`` smallest non-negative seeds not in ``used`` (the trials' seeds): the final evaluation re-trains
+    the front with new seeds rather than reusing the runs whose validation results selected it."""
+    used = {int(seed) for seed in used}
+    return list(itertools.islice((seed for seed in itertools.count() if seed not in used), n))
 
 
 def evaluate_front(result: SearchResult, target: TrainingTarget, seeds: Sequence[int]) -> pd.DataFrame:
     """Re-train every Pareto configuration at the maximum budget with each seed; mean and standard error.
 
-    Columns: ``config_id``, ``config`` (JSON), ``n_seeds``, then ``<split>/<objective>_mean`` and ``_sem`` for
-    the validation and test splits.
+    Columns: ``config_id``, ``config`` (JSON), ``n_seeds``, ``seeds`` (JSON list), then
+    ``<split>/<objective>_mean`` and ``_sem`` for the validation and test splits.
     """
     rows = []
     for front_row in result.pareto_front.to_dict("records"):
@@ -81,7 +93,8 @@ def evaluate_front(result: SearchResult, target: TrainingTarget, seeds: Sequence
             {f"{split}/{name}": float(run[split][name]) for split in ("val", "test") for name in result.objectives}
             for run in runs
         ])
-        summary = {"config_id": front_row["config_id"], "config": front_row["config"], "n_seeds": len(runs)}
+        summary = {"config_id": front_row["config_id"], "config": front_row["config"], "n_seeds": len(runs),
+                   "seeds": json.dumps([int(seed) for seed in seeds])}
         for column in values:
             summary[f"{column}_mean"] = values[column].mean()
             summary[f"{column}_sem"] = values[column].sem() if len(values) > 1 else 0.0

@@ -57,7 +57,7 @@ class TrainingTarget:
         n_epochs = epochs(budget)
         seed_dir = self.trials_dir / config_id(config) / f"seed{seed}"
         run_dir = seed_dir / f"epochs{n_epochs}"
-        if (run_dir / TRIAL_FILE).is_file():  # finished before (e.g. a final-evaluation seed the search ran)
+        if (run_dir / TRIAL_FILE).is_file():  # finished before (e.g. by an interrupted search or final evaluation)
             return json.loads((run_dir / "metrics.json").read_text())
         previous = self._checkpoint_below(seed_dir, n_epochs) if self.continue_across_fidelities else None
         overrides = [
