@@ -43,7 +43,10 @@ def regularizer_value(embedder, head, batch, **options):
 def test_gradient_is_finite_and_non_zero_for_every_head_and_backbone(backbone, head_name):
     torch.manual_seed(0)
     embedder, head = embedder_for(backbone).train(), make_head(head_name, 32, 4)
-    value, _ = regularizer_value(embedder, head, biased_batch(), temperature=1.0)
+    batch = biased_batch()
+    with torch.no_grad():  # labels the model predicts: every sample counts in eq. 2.7
+        batch["label"] = head(embedder(batch["image"])).logits.argmax(dim=1)
+    value, _ = regularizer_value(embedder, head, batch, temperature=1.0)
     assert value.ndim == 0 and 0 < value.item() <= 1
     value.backward()
     gradients = [p.grad for p in [*embedder.parameters(), *head.parameters()] if p.grad is not None]
@@ -51,16 +54,63 @@ def test_gradient_is_finite_and_non_zero_for_every_head_and_backbone(backbone, h
     assert sum(float(g.abs().sum()) for g in gradients) > 0
 
 
-def test_value_is_eq_2_9_with_sigmoid_indicators():
+@pytest.mark.parametrize("normalize", ["correct", "all"])
+def test_value_is_eq_2_9_with_sigmoid_indicators(normalize):
     torch.manual_seed(0)
     embedder, head = embedder_for("dpn").eval(), make_head("cosface", 32, 4)
     batch = biased_batch()
-    value, embeddings = regularizer_value(embedder, head, batch, tau=0.01, temperature=0.005)
+    with torch.no_grad():  # the first two samples of each group are classified correctly, the others need not be
+        batch["label"][:4] = head(embedder(batch["image"][:4])).logits.argmax(dim=1)
+    value, embeddings = regularizer_value(embedder, head, batch, tau=0.01, temperature=0.005, normalize=normalize)
     distance = linearized_boundary_distance(head(embeddings).logits, batch["image"], batch["label"], pixel_std=STD)
     smooth = torch.sigmoid((distance - 0.01) / 0.005)
+    correct = distance > 0 if normalize == "correct" else torch.ones_like(distance, dtype=torch.bool)
+    assert normalize == "all" or 4 <= int(correct.sum()) < len(correct)
     in_group = batch["group"] == 0
-    expected = (smooth[in_group].mean() - smooth[~in_group].mean()).abs()
+    expected = (smooth[in_group & correct].mean() - smooth[~in_group & correct].mean()).abs()
     torch.testing.assert_close(value, expected)
+
+
+def two_class_batch(points, labels, groups):
+    """Inputs that are their own 2-class logits: d(x) = (x_y - x_k) / sqrt(2), correct iff x_y > x_k."""
+    images = torch.tensor(points, dtype=torch.float32).requires_grad_(True)
+    return {"image": images, "label": torch.tensor(labels), "group": torch.tensor(groups)}
+
+
+def hand_built_value(batch, **options):
+    """The regulariser on :func:`two_class_batch`, with an identity embedder and head."""
+    head = lambda embeddings, labels=None: types.SimpleNamespace(logits=embeddings)  # noqa: E731
+    regularizer = RobustnessBiasRegularizer(**{"weight": 1.0, "tau": 0.1, "temperature": 0.01,
+                                               "pixel_std": (1.0,), **options})
+    embeddings = batch["image"] * 1.0
+    value = regularizer(batch=batch, embeddings=embeddings, logits=embeddings, module=types.SimpleNamespace(head=head))
+    return value.detach()
+
+
+# group 0: one correct sample far from the boundary (s ~ 1), one misclassified (s ~ 0); group 1: two correct, far.
+EQ_2_7_BATCH = ([[3.0, 0.0], [0.0, 3.0], [3.0, 0.0], [0.0, 3.0]], [0, 0, 0, 1], [0, 0, 1, 1])
+
+
+@pytest.mark.parametrize(("normalize", "expected"), [("correct", 0.0), ("all", 0.5)])
+def test_eq_2_7_averages_over_the_correctly_classified_samples(normalize, expected):
+    """Eq. 2.7 conditions on y_hat = y: group 0's misclassified sample is left out of its mean (default), not
+    counted as a sample below tau (``normalize=all``, the earlier behaviour)."""
+    value = hand_built_value(two_class_batch(*EQ_2_7_BATCH), normalize=normalize)
+    assert float(value) == pytest.approx(expected, abs=1e-6)
+
+
+def test_eq_2_7_is_the_default():
+    assert float(hand_built_value(two_class_batch(*EQ_2_7_BATCH))) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_a_group_without_a_correct_sample_contributes_no_gap():
+    # group 0: one correct sample (s ~ 1); group 1: misclassified only; group 2: one correct sample near tau.
+    batch = two_class_batch([[3.0, 0.0], [0.0, 3.0], [0.2, 0.0]], [0, 0, 0], [0, 1, 2])
+    smooth = torch.sigmoid((torch.tensor([3.0, 0.2]) / 2 ** 0.5 - 0.1) / 0.01)
+    assert float(hand_built_value(batch)) == pytest.approx(float((smooth[0] - smooth[1]).abs()), abs=1e-6)
+    only_one_correct = two_class_batch([[3.0, 0.0], [0.0, 3.0]], [0, 0], [0, 1])
+    assert float(hand_built_value(only_one_correct)) == 0.0
+    assert float(hand_built_value(only_one_correct, normalize="all")) == pytest.approx(1.0, abs=1e-6)
 
 
 def test_pixel_std_scales_the_distance():
@@ -94,6 +144,7 @@ def test_requires_input_gradients():
     ({"weight": -1, "tau": 0.1}, "weight=-1"), ({"weight": 1, "tau": -0.1}, "tau=-0.1"),
     ({"weight": 1, "tau": 0.1, "temperature": 0}, "temperature=0"),
     ({"weight": 1, "tau": 0.1, "pixel_std": [0.5, 0.0, 0.5]}, "pixel_std"),
+    ({"weight": 1, "tau": 0.1, "normalize": "some"}, "normalize='some' must be one of correct, all"),
 ])
 def test_bad_options_are_rejected(options, match):
     with pytest.raises(ValueError, match=match):

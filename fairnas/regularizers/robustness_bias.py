@@ -5,15 +5,18 @@ class k of the head's cosine logits s * cos (without margin),
 
     d(x) = (f_y - f_k) / ||grad_x (f_y - f_k)||,     in pixel units (inputs = (pixels - mean) / pixel_std),
 
-is signed (negative when x is misclassified, which plays the role of eq. 2.7's y = y_hat condition) and turned into
-a smooth indicator s(x) = sigmoid((d(x) - tau) / temperature) of 1{d(x) > tau}. For each protected group P in the
-batch, eq. 2.9 is
+is signed (positive exactly when x is classified correctly by those logits, y_hat = y) and turned into a smooth
+indicator s(x) = sigmoid((d(x) - tau) / temperature) of 1{d(x) > tau}. For each protected group P in the batch,
+eqs. 2.7/2.9 condition on the correctly classified samples, C = {x : y_hat(x) = y}, and normalise by their number:
 
-    RB(P, tau) = | mean_{x in P} s(x) - mean_{x not in P} s(x) |,
+    RB(P, tau) = | mean_{x in P, x in C} s(x) - mean_{x not in P, x in C} s(x) |      (normalize="correct", default)
 
-and the regulariser is the largest RB(P, tau) over groups (for two groups, the one value of eq. 2.9); it is 0 when
-the batch holds fewer than two groups. AdvERM = loss + alpha * RB: the training module adds it multiplied by
-its ``weight``, which is alpha. Differentiating d(x) needs second derivatives (one extra backward with
+A group P with no correctly classified sample in the batch, or with none outside it, contributes no gap. With
+``normalize="all"`` the means run over all samples of P and of its complement instead, misclassified ones (d < 0)
+counting as s ~ 0: a group's misclassifications then lower its share beyond tau (fairnas' earlier behaviour).
+The regulariser is the largest RB(P, tau) over groups (for two groups, the one value of eq. 2.9); it is 0 when the
+batch holds fewer than two groups, or no group has a gap. AdvERM = loss + alpha * RB: the training module adds it
+multiplied by its ``weight``, which is alpha. Differentiating d(x) needs second derivatives (one extra backward with
 ``create_graph``).
 """
 
@@ -26,6 +29,8 @@ from torch import nn
 
 from fairnas.robustness.linearized import linearized_boundary_distance
 
+NORMALIZATIONS = ("correct", "all")
+
 
 class RobustnessBiasRegularizer(nn.Module):
     """``max_P RB(P, tau)`` of the batch (eq. 2.9), added to the loss times ``weight``; see the module docstring.
@@ -35,12 +40,18 @@ class RobustnessBiasRegularizer(nn.Module):
         tau: the distance threshold, in pixel units (pixels in [0, 1]), as in ``audit.py``'s curves.
         temperature: width of the sigmoid standing in for 1{d > tau}; smaller is closer to the indicator.
         pixel_std: per-channel std of the data pipeline's normalisation (``data.transforms.std``).
+        normalize: ``"correct"`` (eq. 2.7: means over the correctly classified samples of P and of its complement)
+            or ``"all"`` (means over all samples; misclassified ones count as s ~ 0).
     """
 
     requires_input_grad = True
 
-    def __init__(self, weight: float, tau: float, temperature: float = 0.05, pixel_std: Sequence[float] = (0.5,) * 3):
+    def __init__(self, weight: float, tau: float, temperature: float = 0.05, pixel_std: Sequence[float] = (0.5,) * 3,
+                 normalize: str = "correct"):
         super().__init__()
+        if normalize not in NORMALIZATIONS:
+            raise ValueError(f"regularizer.robustness_bias.normalize={normalize!r} must be one of "
+                             f"{', '.join(NORMALIZATIONS)}")
         if weight < 0:
             raise ValueError(f"regularizer.robustness_bias.weight={weight} must be non-negative")
         if tau < 0:
@@ -51,6 +62,7 @@ class RobustnessBiasRegularizer(nn.Module):
             raise ValueError(f"regularizer.robustness_bias.pixel_std={list(pixel_std)} must be positive per channel")
         self.weight, self.tau, self.temperature = float(weight), float(tau), float(temperature)
         self.pixel_std = tuple(float(s) for s in pixel_std)
+        self.normalize = normalize
 
     def forward(
         self, *, batch: dict, embeddings: torch.Tensor, logits: torch.Tensor, module: nn.Module
@@ -67,8 +79,12 @@ class RobustnessBiasRegularizer(nn.Module):
         distance = linearized_boundary_distance(cosine_logits, images, batch["label"], create_graph=True,
                                                 pixel_std=self.pixel_std)
         beyond_tau = torch.sigmoid((distance - self.tau) / self.temperature)
+        counted = groups >= 0
+        if self.normalize == "correct":
+            counted = counted & (distance.detach() > 0)  # y_hat = y: the true logit beats every other one
         gaps = []
         for group in present:
-            in_group = groups == group
-            gaps.append((beyond_tau[in_group].mean() - beyond_tau[~in_group & (groups >= 0)].mean()).abs())
-        return torch.stack(gaps).max()
+            inside, outside = counted & (groups == group), counted & (groups != group)
+            if inside.any() and outside.any():
+                gaps.append((beyond_tau[inside].mean() - beyond_tau[outside].mean()).abs())
+        return torch.stack(gaps).max() if gaps else embeddings.new_zeros(())
