@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from fairnas.metrics import face_identification_metrics, group_disparities, probe_ranks
+from fairnas.metrics import (
+    OUTSIDE_GROUP_ORDER,
+    NonFiniteEmbeddingsError,
+    face_identification_metrics,
+    group_disparities,
+    group_names,
+    probe_ranks,
+)
 
 
 def _line(positions):
@@ -289,3 +296,62 @@ def test_read_only_numpy_embeddings_are_accepted_without_warning(recwarn):
     metrics = face_identification_metrics(**{**TWO_GROUPS, "embeddings": embeddings}, normalize=False)
     assert metrics["rank"] == pytest.approx(5 / 4)
     assert not [w for w in recwarn if "not writable" in str(w.message)]
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize("rows", ["one", "all"])
+def test_non_finite_embeddings_are_refused_not_ranked(bad, rows):
+    """NaN compares False with everything: ranked, it would score error 0 and rank disparity 0."""
+    embeddings = TWO_GROUPS["embeddings"].astype(np.float32).copy()
+    embeddings[:1 if rows == "one" else None] = bad
+    with pytest.raises(NonFiniteEmbeddingsError, match=r"rows hold NaN or inf values"):
+        face_identification_metrics(**{**TWO_GROUPS, "embeddings": embeddings})
+
+
+def test_probes_of_groups_outside_the_order_are_reported_under_no_group():
+    """Group codes as the training module holds them: -1 for a group that data.group_order does not list."""
+    codes = np.array([{"a": 0, "b": 1}.get(group, -1) for group in THREE_GROUPS["groups"]])
+    names = group_names(codes, ["a", "b"])
+    assert set(names) == {"a", "b", OUTSIDE_GROUP_ORDER}
+    listed = face_identification_metrics(THREE_GROUPS["embeddings"], THREE_GROUPS["identities"], names,
+                                         group_order=["a", "b"], normalize=False)
+    everything = face_identification_metrics(**THREE_GROUPS, normalize=False)
+    for key in ("error", "rank", "n_probes"):
+        assert listed[key] == everything[key]  # every probe counts overall and every image is in the gallery
+        for group in ("a", "b"):
+            assert listed[f"{key}/{group}"] == everything[f"{key}/{group}"]
+    assert (listed["n_probes/a"], listed["n_probes/b"], listed["n_probes"]) == (4, 8, 18)
+    assert not any(OUTSIDE_GROUP_ORDER in key for key in listed)
+    assert listed["rank_disparity"] == pytest.approx(abs(everything["rank/a"] - everything["rank/b"]))
+
+
+def _exact_ranks(embeddings, identities):
+    """Reference with one float64 reduction per gallery row: bitwise-identical rows get identical scores."""
+    unit = embeddings.double() / embeddings.double().norm(dim=1, keepdim=True)
+    ranks = []
+    for probe in range(len(unit)):
+        scores = (unit * unit[probe]).sum(dim=1)
+        scores[probe] = -math.inf
+        same = identities == identities[probe]
+        genuine = scores[same].max()
+        ranks.append(len(set(identities[(~same) & (scores > genuine)].tolist())))
+    return torch.tensor(ranks)
+
+
+@pytest.mark.parametrize("dim", [17, 64])
+def test_duplicated_images_tie_with_the_genuine_match_for_every_block_size(dim):
+    """Each identity's second image also appears (bitwise identical) under the next identity: a tie with the genuine
+    match, which the probe wins. Blocks of one probe (n_probes % block_size == 1) used a matrix-vector kernel and
+    edge tiles of matrix products can score identical rows differently; ranks must not depend on block_size."""
+    torch.manual_seed(0)
+    n_identities = 13
+    base = torch.randn(2 * n_identities, dim)
+    embeddings = torch.cat([base, base[1::2]])
+    identities = torch.cat([torch.arange(n_identities).repeat_interleave(2), (torch.arange(n_identities) + 1) % 13])
+    probes = torch.arange(len(identities))
+    expected = _exact_ranks(embeddings, identities)
+    unit = torch.nn.functional.normalize(embeddings, dim=1)
+    block_sizes = range(1, len(probes) + 2)
+    assert any(len(probes) % size == 1 for size in block_sizes)
+    for block_size in block_sizes:
+        assert torch.equal(probe_ranks(unit, identities, probes, block_size=block_size), expected), block_size

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from fairnas.robustness import clipped_auc, robustness_bias_report, share_beyond
@@ -76,3 +77,13 @@ def test_no_finite_distance_gives_zero_scores():
 def test_bad_input_is_rejected(distances, groups, order, match):
     with pytest.raises(ValueError, match=match):
         robustness_bias_report(distances, groups, order)
+
+
+def test_members_outside_the_order_take_no_part():
+    """A group outside data.group_order is neither a member nor in any member's rest, nor sets tau_max."""
+    distances = np.array([1.0, 1.0, 0.5, 0.5, 0.0, 0.0, 9.0])
+    listed_only = robustness_bias_report(distances[:4], ["x", "x", "y", "y"], n_points=11)
+    with_outside = robustness_bias_report(distances, ["x", "x", "y", "y", "z", "z", "z"], ["x", "y"], n_points=11)
+    pd.testing.assert_frame_equal(with_outside.scores, listed_only.scores)
+    assert with_outside.tau_max == listed_only.tau_max == 1.0
+    assert with_outside.robustness_bias == pytest.approx(0.5)

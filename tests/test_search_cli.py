@@ -96,3 +96,17 @@ def test_resuming_with_other_train_overrides_is_refused_before_any_trial(tmp_pat
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "train_overrides" in err[0]
     assert len(pd.read_csv(out / "trials.csv")) == 1 and sorted(out.glob("trials/*/seed*/epochs*")) == runs
+
+
+def test_a_trial_whose_weights_go_non_finite_at_its_last_step_is_crashed_and_off_the_front(tmp_path, cache_dir):
+    """NaN weights after the last optimiser step reach validation: the trial must crash, never score (0, 0)."""
+    poison = ("+callbacks.poison._target_=tests.helpers.NonFiniteWeightsAtLastStep", "+callbacks.poison.head=CosFaceHead")
+    result = run_face_search(search_config(tmp_path, cache_dir, "search.strategy=random", "search.n_trials=4",
+                                           "search.min_budget=1", "search.max_budget=1", "logger=none", train=poison))
+    trials = result.trials
+    poisoned = trials["head"] == "cosface"
+    assert poisoned.any() and (~poisoned).any()
+    assert (trials.loc[poisoned, "status"] == "crashed").all() and (trials.loc[~poisoned, "status"] == "success").all()
+    assert trials.loc[poisoned, "error_message"].str.startswith("NonFiniteEmbeddingsError: embeddings: ").all()
+    assert (trials.loc[poisoned, ["error", "rank_disparity"]] == 1000.0).all().all()
+    assert not set(result.pareto_front["config_id"]) & set(trials.loc[poisoned, "config_id"])

@@ -93,14 +93,16 @@ def _crashing_target(config, seed, budget):
         return {"f1": config["x0"], "f2": math.nan}
     if config["x2"] > 0.8:
         return {"f1": config["x0"]}
+    if config["x0"] < 0.2:  # a well-defined +inf (e.g. a ratio over a zero denominator): a result, capped
+        return {"f1": config["x0"], "f2": math.inf}
     return ZDT1(config, seed, budget)
 
 
 def test_crashes_nan_and_missing_objectives_are_recorded_and_the_search_goes_on(tmp_path):
-    result = _search(tmp_path, target=_crashing_target, strategy="random", n_trials=20, crash_cost=[10.0, 50.0])
+    result = _search(tmp_path, target=_crashing_target, strategy="random", n_trials=30, crash_cost=[10.0, 50.0])
     trials = result.trials
     crashed = trials[trials["status"] == "crashed"]
-    assert len(trials) == 20 and 0 < len(crashed) < 20
+    assert len(trials) == 30 and 0 < len(crashed) < 30
     assert (crashed["f1"] == 10.0).all() and (crashed["f2"] == 50.0).all()
     kinds = set()
     for row in crashed.to_dict("records"):
@@ -113,12 +115,17 @@ def test_crashes_nan_and_missing_objectives_are_recorded_and_the_search_goes_on(
             assert message == "MemoryError: out of memory"
         elif config["x1"] > 0.6:
             kinds.add("nan")
-            assert message == "FloatingPointError: non-finite objective values {'f2': nan}"
+            assert message == "FloatingPointError: undefined objective values {'f2': nan}"
         else:
             kinds.add("missing")
             assert message.startswith("ValueError: target result lacks objectives ['f2']")
     assert kinds == {"raised", "out of memory", "nan", "missing"}
     assert not set(result.pareto_front["config_id"]) & set(crashed["config_id"])
+    succeeded = trials[trials["status"] == "success"]
+    infinite = succeeded["config"].map(lambda config: json.loads(config)["x0"] < 0.2 and json.loads(config)["x2"] <= 0.8)
+    assert infinite.any() and (succeeded.loc[infinite, "f2"] == 50.0).all()
+    assert (succeeded.loc[infinite, "error_message"] == "f2=+inf capped at 50").all()
+    assert succeeded.loc[~infinite, "error_message"].fillna("").eq("").all()
 
 
 def test_smac_survives_crashing_trials(tmp_path):

@@ -97,3 +97,14 @@ def test_biased_data_gives_a_larger_rank_disparity(tiny_config, tmp_path):
     biased_gap = biased["val"]["rank_disparity"] + biased["test"]["rank_disparity"]
     assert biased_gap > fair_gap
     assert biased["test"]["rank/g1"] > biased["test"]["rank/g0"]
+
+
+def test_images_of_groups_outside_group_order_are_reported_under_no_group(tiny_config, tmp_path):
+    """Three groups, ``data.group_order=[g0,g1]``: g2's probes count overall and as impostors, in no group."""
+    three = ("data.table.n_groups=3", "data.table.n_identities=36", "logger=none")
+    listed = train(tiny_config(*three, "data.group_order=[g0,g1]", output_dir=tmp_path / "listed"))["val"]
+    every = train(tiny_config(*three, output_dir=tmp_path / "every"))["val"]
+    assert {key for key in listed if key.startswith("n_probes/")} == {"n_probes/g0", "n_probes/g1"}
+    for key in ("n_probes", "error", "rank", "n_probes/g0", "n_probes/g1", "rank/g0", "rank/g1"):
+        assert listed[key] == pytest.approx(every[key]), key
+    assert listed["n_probes/g0"] + listed["n_probes/g1"] + every["n_probes/g2"] == listed["n_probes"]

@@ -19,6 +19,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 GROUP_STATISTICS = ("rank", "accuracy", "error")
 DISPARITY_METRICS = ("rank_disparity", "disparity", "ratio", "rank_ratio", "error_ratio")
 
@@ -55,6 +57,19 @@ def group_disparities(
         "rank_ratio": relative_gap(columns["rank"]),
         "error_ratio": relative_gap(columns["error"]),
     }
+
+
+OUTSIDE_GROUP_ORDER = "<outside group_order>"
+"""Name given to images of groups that ``group_order`` does not list: no per-group metric or disparity reports it."""
+
+
+def group_names(codes: Sequence[int] | np.ndarray, group_order: Sequence[str]) -> np.ndarray:
+    """Group names of group-index ``codes`` (indices into ``group_order``; -1 for a group outside it).
+
+    Code -1 becomes :data:`OUTSIDE_GROUP_ORDER`, never the last listed group: such images still take part in
+    ranking as gallery images and impostors, but are reported under no group.
+    """
+    return np.asarray([*group_order, OUTSIDE_GROUP_ORDER], dtype=object)[np.asarray(codes, dtype=np.int64)]
 
 
 def check_group_order(group_order: Sequence[str]) -> None:

@@ -7,7 +7,8 @@ counts what is strictly closer than d+ from other identities (ties go to the gen
 - rank by identity (default): the number of distinct other identities with an image closer than d+;
 - rank by image: the number of images of other identities closer than d+.
 
-A probe errs when its rank is above 0. Ranks are computed in blocks of probes against the whole set, so memory is
+A probe errs when its rank is above 0. Non-finite embeddings raise :class:`NonFiniteEmbeddingsError` (NaN compares
+False with everything and would otherwise rank as a perfect match). Ranks are computed in blocks of probes against the whole set, so memory is
 O(N * block_size) and no N x N distance matrix is ever held.
 """
 
@@ -24,6 +25,11 @@ import torch.nn.functional as F
 from fairnas.metrics.fairness import DISPARITY_METRICS, check_group_order, group_disparities
 
 RANK_BY_CHOICES = ("identity", "image")
+
+
+class NonFiniteEmbeddingsError(ValueError):
+    """Embeddings hold NaN or inf values: they cannot be ranked (a trial with them has crashed, not scored 0)."""
+
 IDENTIFICATION_METRICS = ("error", "accuracy", "rank", *DISPARITY_METRICS)
 """Summary metrics of :func:`face_identification_metrics` (besides ``n_probes`` and the per-group ones)."""
 
@@ -45,7 +51,8 @@ def face_identification_metrics(
         identities: N identity labels (ints or strings).
         groups: N protected-attribute labels (ints or strings); metric keys use ``str(label)``.
         group_order: groups to report and compare, matched by ``str(label)``; with two groups the first is g0
-            of Table 4.1. Default: all group labels, sorted.
+            of Table 4.1. Default: all group labels, sorted. Images of other groups are gallery images and
+            impostors and count in the overall ``error``/``rank``, but in no per-group metric or disparity.
         rank_by: "identity" (count closer identities) or "image" (count closer images).
         normalize: L2-normalise embeddings first; distances then rank like cosine similarity.
         block_size: probes per block; memory grows as N * block_size.
@@ -58,6 +65,7 @@ def face_identification_metrics(
     if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
         raise ValueError(f"block_size must be a positive int, got {block_size!r}")
     embeddings = _embedding_tensor(embeddings)
+    _check_finite(embeddings)
     n_images = embeddings.shape[0]
     identity_codes = _identity_codes(identities, n_images, embeddings.device)
     group_values, group_codes = np.unique(_label_array(groups, "groups", n_images), return_inverse=True)
@@ -101,7 +109,8 @@ def probe_ranks(
 
     Gallery images are scored by closeness to the probe a: <a, b> when ``normalize`` (cosine similarity, which
     orders unit vectors as Euclidean distance does) and 2<a, b> - |b|^2 = |a|^2 - |a - b|^2 otherwise. Both take
-    one matrix product per block and add no per-probe constant, so no extra rounding can break a tie.
+    one matrix product per block and add no per-probe constant, so no extra rounding can break a tie; identical
+    gallery rows are scored once and share the score (:func:`_distinct_rows`).
 
     Args:
         embeddings: [N, D] float tensor, already L2-normalised when ``normalize`` is True.
@@ -116,14 +125,17 @@ def probe_ranks(
     """
     _check_rank_by(rank_by)
     n_identities = int(identity_codes.max()) + 1
-    negative_squared_norms = None if normalize else embeddings.square().sum(dim=1, keepdim=True).neg_()
+    gallery, row_of_image = _distinct_rows(embeddings)
+    negative_squared_norms = None if normalize else gallery.square().sum(dim=1, keepdim=True).neg_()
     ranks = []
     for block in torch.split(probes, block_size):
         # Gallery-major [N, block] layout: the per-identity reduction below runs over contiguous rows.
         if normalize:
-            closeness = torch.mm(embeddings, embeddings[block].T)
+            closeness = torch.mm(gallery, embeddings[block].T)
         else:
-            closeness = torch.addmm(negative_squared_norms, embeddings, embeddings[block].T, alpha=2.0)
+            closeness = torch.addmm(negative_squared_norms, gallery, embeddings[block].T, alpha=2.0)
+        if row_of_image is not None:
+            closeness = closeness[row_of_image]
         closeness[block, torch.arange(block.numel(), device=block.device)] = -torch.inf
         closest_per_identity = _index_amax(closeness, identity_codes, n_identities)
         # With self excluded, the probe's own identity maximum is exactly its genuine match and never strictly
@@ -132,6 +144,19 @@ def probe_ranks(
         candidates = closest_per_identity if rank_by == "identity" else closeness
         ranks.append((candidates > genuine).sum(dim=0))
     return torch.cat(ranks)
+
+
+def _distinct_rows(embeddings: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The distinct rows of ``embeddings`` and, if some repeat, the distinct row of every image (else None).
+
+    Matrix kernels (matrix-vector for a single column, edge tiles of matrix-matrix) can give bitwise-identical rows
+    scores that differ in the last bit, which would break the tie rule for duplicated images. Scoring each distinct
+    row once and sharing its score makes exact ties exact for every ``block_size`` and device.
+    """
+    distinct, row_of_image = torch.unique(embeddings, dim=0, return_inverse=True)
+    if distinct.shape[0] == embeddings.shape[0]:
+        return embeddings, None
+    return distinct, row_of_image
 
 
 def _index_amax(values: torch.Tensor, row_groups: torch.Tensor, n_groups: int) -> torch.Tensor:
@@ -167,6 +192,15 @@ def _embedding_tensor(embeddings: np.ndarray | torch.Tensor) -> torch.Tensor:
     if tensor.dtype not in (torch.float32, torch.float64):
         tensor = tensor.float()
     return tensor
+
+
+def _check_finite(embeddings: torch.Tensor) -> None:
+    """Refuse NaN/inf embeddings: every comparison with NaN is False, so they would rank as perfect matches."""
+    finite_rows = torch.isfinite(embeddings).all(dim=1)
+    if not bool(finite_rows.all()):
+        n_bad = int((~finite_rows).sum())
+        raise NonFiniteEmbeddingsError(f"embeddings: {n_bad} of {len(finite_rows)} rows hold NaN or inf values "
+                                       "(did training diverge?); non-finite embeddings cannot be ranked")
 
 
 def _label_array(labels: np.ndarray | torch.Tensor | Sequence[Any], name: str, n_images: int) -> np.ndarray:

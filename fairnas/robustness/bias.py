@@ -70,7 +70,8 @@ def robustness_bias_report(
     Args:
         distances: [N] non-negative distances (+inf allowed).
         members: [N] partition labels, compared as strings.
-        member_order: members to report, in order (default: all, sorted); needs at least two.
+        member_order: members to report, in order (default: all, sorted); needs at least two. Samples of members
+            it does not list take no part (e.g. a group outside ``data.group_order``): P's rest is the others listed.
         n_points: tau values of the curves, evenly spaced over [0, tau_max].
         tau_max: upper end of the AUC range (default: the largest finite distance).
     """
@@ -87,6 +88,8 @@ def robustness_bias_report(
                          f"without samples {missing}")
     if n_points < 2:
         raise ValueError(f"n_points={n_points} must be >= 2")
+    listed = np.isin(labels, order)
+    distances, labels = distances[listed], labels[listed]
     if tau_max is None:
         finite = distances[np.isfinite(distances)]
         tau_max = float(finite.max()) if finite.size else 0.0

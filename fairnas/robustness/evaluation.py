@@ -11,6 +11,7 @@ import torch
 from pytorch_lightning.trainer.states import TrainerFn
 from torch.utils.data import DataLoader, Subset
 
+from fairnas.metrics import group_names
 from fairnas.robustness.bias import robustness_bias_report
 from fairnas.robustness.estimators import DistanceEstimator
 from fairnas.robustness.probes import ProbeSet, build_probe_set, check_probe_settings
@@ -76,7 +77,7 @@ class RobustnessBiasEvaluation(pl.Callback):
             probes = build_probe_set(module, dataset, split=stage, gallery_images=self.gallery_images,
                                      max_probes=self.max_probes, seed=self.seed, batch_size=self.batch_size)
             distances = measure_distances(probes, {"estimator": self.estimator}, batch_size=self.batch_size)
-        groups = [module.group_order[g] for g in probes.groups]
+        groups = group_names(probes.groups, module.group_order)
         metrics = robustness_bias_report(distances["estimator"], groups, module.group_order).metrics()
         module.evaluations[stage].update(metrics)
         module.log_dict({f"{stage}/{name}": float(value) for name, value in metrics.items()})

@@ -27,6 +27,7 @@ def progress_line(
     budget = f"{last['consumed_budget']:g}" + (f"/{total_budget:g}" if total_budget is not None else "")
     if record.outcome.status == SUCCESS:
         outcome = " ".join(f"{name}={record.outcome.values[name]:.4g}" for name in objectives)
+        outcome += f" ({record.outcome.error})" if record.outcome.error else ""
     else:
         outcome = f"crashed: {record.outcome.error[:120]}"
     return (

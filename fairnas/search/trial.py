@@ -1,8 +1,11 @@
 """One trial: run the target on (config, seed, budget) and turn any failure into a crashed outcome.
 
 ``evaluate_trial`` is what runs on a worker (in-process or on a Dask worker). It never raises for a
-failing target: exceptions, out-of-memory errors, missing objectives and non-finite values all
-become a ``crashed`` outcome carrying the crash cost and the error message, so the search goes on.
+failing target: exceptions (non-finite embeddings included), out-of-memory errors, missing objectives and NaN or
+-inf values all become a ``crashed`` outcome carrying the crash cost and the error message, so the search goes on.
+A +inf value is a result, not a failure: a ratio of Table 4.1 is +inf by definition when its denominator is 0 and
+its numerator is not. It is capped at the objective's crash cost (the worst value the search records, and the
+number the optimiser is told), the trial stays successful, and its message says which value was capped.
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ def config_id(config: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class TrialOutcome:
-    """The result of one evaluation: objective values (the crash cost when crashed), status, timing."""
+    """The result of one evaluation: objective values (the crash cost when crashed), status, timing, and a message
+    (the error of a crashed trial; the capped values of a successful one)."""
 
     values: dict[str, float]
     status: str
@@ -64,7 +68,10 @@ def evaluate_trial(
     except Exception as error:  # any failure, including MemoryError and torch.cuda.OutOfMemoryError
         _release_accelerator_memory()
         return crashed_outcome(objectives, crash_cost, error, time.perf_counter() - start)
-    return TrialOutcome(values=values, status=SUCCESS, wall_time_s=time.perf_counter() - start)
+    worst = dict(zip(objectives, crash_cost, strict=True))
+    capped = {name: worst[name] for name, value in values.items() if value == math.inf}
+    message = "; ".join(f"{name}=+inf capped at {cap:g}" for name, cap in capped.items())
+    return TrialOutcome(values=values | capped, status=SUCCESS, wall_time_s=time.perf_counter() - start, error=message)
 
 
 def _objective_values(result: Any, objectives: Sequence[str]) -> dict[str, float]:
@@ -76,9 +83,9 @@ def _objective_values(result: Any, objectives: Sequence[str]) -> dict[str, float
     if missing:
         raise ValueError(f"target result lacks objectives {missing}; it returned {sorted(result)}")
     values = {name: float(result[name]) for name in objectives}
-    non_finite = {name: value for name, value in values.items() if not math.isfinite(value)}
-    if non_finite:
-        raise FloatingPointError(f"non-finite objective values {non_finite}")
+    undefined = {name: value for name, value in values.items() if math.isnan(value) or value == -math.inf}
+    if undefined:
+        raise FloatingPointError(f"undefined objective values {undefined}")
     return values
 
 

@@ -25,6 +25,7 @@ from omegaconf import DictConfig
 
 from fairnas.data.table import SPLITS
 from fairnas.io import write_json_atomic
+from fairnas.metrics import group_names
 from fairnas.robustness.bias import RobustnessBiasReport, robustness_bias_report
 from fairnas.robustness.evaluation import measure_distances
 from fairnas.robustness.plots import plot_curves
@@ -63,7 +64,7 @@ def audit(cfg: DictConfig) -> dict:
 
     rows = datamodule.splits[cfg.split].iloc[probes.indices]
     table = pd.DataFrame({"path": rows["path"].to_numpy(), "identity": rows["identity"].astype(str).to_numpy(),
-                          "group": [datamodule.group_order[g] for g in probes.groups], "label": probes.labels,
+                          "group": group_names(probes.groups, datamodule.group_order), "label": probes.labels,
                           **distances})
     orders = {"group": datamodule.group_order, "identity": None}
     reports = {(method, partition): robustness_bias_report(table[method], table[partition], orders[partition],

@@ -10,7 +10,7 @@ import torch
 from pytorch_lightning.trainer.states import TrainerFn
 from torch import nn
 
-from fairnas.metrics import face_identification_metrics
+from fairnas.metrics import face_identification_metrics, group_names
 from fairnas.models.neck import normalized_embedding
 
 EVAL_STAGES = ("val", "test")
@@ -113,7 +113,7 @@ class FaceRecognitionModule(pl.LightningModule):
         if self.trainer.sanity_checking or not outputs:
             return
         embeddings = torch.cat([o["embedding"] for o in outputs])
-        groups = [self.group_order[g] for g in torch.cat([o["group"] for o in outputs]).tolist()]
+        groups = group_names(torch.cat([o["group"] for o in outputs]).cpu().numpy(), self.group_order)
         metrics = face_identification_metrics(
             embeddings, torch.cat([o["label"] for o in outputs]), groups,
             group_order=self.group_order, rank_by=self.rank_by, normalize=False,
