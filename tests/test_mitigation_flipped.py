@@ -1,8 +1,10 @@
-"""Flipped: exactly the stated share of the stated group's training labels changes, nothing else does."""
+"""Flipped: exactly the stated share of the stated group's training labels changes, nothing else does; with
+``redraw=batch`` anew in every epoch, as a pure function of (seed, epoch)."""
 
 from __future__ import annotations
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -29,6 +31,38 @@ def test_exactly_the_stated_fraction_of_the_group_changes(fraction, n_changed):
     assert changed.sum() == n_changed
     assert not changed[groups == "b"].any()
     assert set(flipped[changed]) <= set(range(5))  # to other identities of the same group
+
+
+@pytest.mark.parametrize("epoch", [0, 1])
+def test_batch_redraw_flips_the_fraction_anew_every_epoch(epoch):
+    labels, groups = labelled_groups()
+    flip = FlipGroupLabels(0.25, group="a", seed=3)
+    assert flip.per_epoch
+    relabelled = flip(labels.copy(), groups, epoch=epoch)
+
+    changed = relabelled != labels
+    assert changed.sum() == 10 and not changed[groups == "b"].any()
+    assert set(relabelled[changed]) <= set(range(5))  # to other identities of the same group
+    assert not np.array_equal(changed, flip(labels.copy(), groups, epoch=epoch + 1) != labels)  # other images
+
+
+def test_a_batch_draw_depends_only_on_seed_and_epoch():
+    """What a resumed run relies on: a fresh instance asked for epoch 2 first sees what a run at epoch 2 saw."""
+    labels, groups = labelled_groups()
+    running = FlipGroupLabels(0.5, group="a", seed=1)
+    seen = [running(labels.copy(), groups, epoch=e) for e in range(3)]
+    resumed = FlipGroupLabels(0.5, group="a", seed=1)
+    assert np.array_equal(resumed(labels.copy(), groups, epoch=2), seen[2])
+    assert np.array_equal(resumed(labels.copy(), groups, epoch=0), seen[0])
+
+
+def test_run_redraw_keeps_one_draw_for_every_epoch():
+    labels, groups = labelled_groups()
+    flip = FlipGroupLabels(0.5, group="a", seed=1, redraw="run")
+    first = flip(labels.copy(), groups)
+    assert not flip.per_epoch and (first != labels).sum() == 20
+    for epoch in (1, 2, 7):
+        assert np.array_equal(flip(labels.copy(), groups, epoch=epoch), first)
 
 
 def test_flips_repeat_for_a_seed_and_differ_across_seeds():
@@ -63,6 +97,7 @@ def test_group_is_measured_from_an_earlier_runs_validation_accuracy(tmp_path):
 
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"fraction": 1.5, "group": "a"}, r"mitigation.fraction=1.5 must lie in \[0, 1\]"),
+    ({"fraction": 0.3, "group": "a", "redraw": "x"}, r"^mitigation.redraw='x' must be one of batch, run$"),
     ({"fraction": 0.3}, "mitigation.group: name the group with the better accuracy"),
     ({"fraction": 0.3, "reference_metrics": "/no/metrics.json"}, "mitigation.reference_metrics: '/no/metrics.json'"),
 ])
@@ -89,6 +124,55 @@ def test_data_module_flips_only_training_labels_of_the_group(tiny_config):
     assert np.array_equal(flipped.dataset("train").labels.numpy(), flipped.train_labels)
     for split in ("val", "test"):
         assert np.array_equal(flipped.dataset(split).labels.numpy(), plain.dataset(split).labels.numpy())
+
+
+def epoch_labels(loader, epoch):
+    """The training labels ``loader`` delivers in ``epoch``, by image index."""
+    loader.sampler.set_epoch(epoch)
+    labels = np.full(len(loader.dataset), -1)
+    for batch in loader:
+        labels[batch["index"].numpy()] = batch["label"].numpy()
+    assert (labels >= 0).all()
+    return labels
+
+
+def test_data_module_delivers_each_epochs_flips_through_the_loader(tiny_config, caplog):
+    plain = build_datamodule(tiny_config())
+    cfg = tiny_config("mitigation=flipped", "mitigation.group=g0", "mitigation.fraction=0.5",
+                      "data.batch_size=12")  # 96 training images: no batch dropped
+    with caplog.at_level(logging.INFO, logger="fairnas.mitigations.flipped"):
+        flipped = build_datamodule(cfg)
+        loader = flipped.train_dataloader()
+        by_epoch = [epoch_labels(loader, epoch) for epoch in (0, 1, 0)]
+
+    groups = flipped.splits["train"]["group"].to_numpy()
+    changed = [labels != plain.train_labels for labels in by_epoch]
+    assert np.array_equal(by_epoch[0], flipped.train_labels) and np.array_equal(by_epoch[2], by_epoch[0])
+    for chosen in changed[:2]:
+        assert chosen.sum() == round(0.5 * (groups == "g0").sum()) and not chosen[groups != "g0"].any()
+    assert not np.array_equal(changed[0], changed[1])
+    assert len([r for r in caplog.records if r.getMessage().startswith("Flipped:")]) == 1
+
+
+def test_data_module_keeps_a_once_per_run_draw_in_every_epoch(tiny_config):
+    cfg = tiny_config("mitigation=flipped", "mitigation.group=g0", "mitigation.redraw=run", "data.batch_size=12")
+    flipped = build_datamodule(cfg)
+    assert np.array_equal(epoch_labels(flipped.train_dataloader(), 3), flipped.train_labels)
+
+
+def test_data_module_applies_a_plain_transform_once(tiny_config):
+    table = instantiate(tiny_config().data.table)
+    calls = []
+
+    def shift(labels, groups):
+        calls.append(1)
+        return (labels + 1) % 16
+
+    data = FaceDataModule(table, label_transform=shift)
+    data.setup()
+    train = data.dataset("train")
+    assert [train[(i, 4)]["label"].item() for i in range(3)] == data.train_labels[:3].tolist()
+    assert len(calls) == 1
 
 
 def test_data_module_rejects_a_transform_returning_unknown_classes(tiny_config):
