@@ -108,3 +108,14 @@ def test_images_of_groups_outside_group_order_are_reported_under_no_group(tiny_c
     for key in ("n_probes", "error", "rank", "n_probes/g0", "n_probes/g1", "rank/g0", "rank/g1"):
         assert listed[key] == pytest.approx(every[key]), key
     assert listed["n_probes/g0"] + listed["n_probes/g1"] + every["n_probes/g2"] == listed["n_probes"]
+
+
+def test_last_checkpoint_is_the_last_epoch_even_when_validation_does_not_improve(tiny_config, tmp_path):
+    """Continuation (search rungs, resume) reads last.ckpt: it must hold the final epoch, not the best one. The
+    monitored value here is constant (val/n_probes), so only epoch 0 is ever an improvement."""
+    train(tiny_config("callbacks.model_checkpoint.monitor=val/n_probes", "trainer.max_epochs=3", "logger=none",
+                      output_dir=tmp_path / "run"))
+    checkpoints = tmp_path / "run" / "checkpoints"
+    best = list(checkpoints.glob("best-*.ckpt"))
+    assert len(best) == 1 and torch.load(best[0], weights_only=True)["epoch"] == 0
+    assert torch.load(checkpoints / "last.ckpt", weights_only=True)["epoch"] == 2
