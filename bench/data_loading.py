@@ -9,7 +9,7 @@ best of ``--repeats`` runs, which damps the effect of other processes competing 
 
 The default data set is CelebA-sized JPEGs (178 x 218, the size of img_align_celeba) re-encoded from the synthetic
 faces and read in the generic format; ``--overrides`` points the benchmark at real data instead, e.g.
-``--overrides data=celeba data.table.root=/data/celeba``.
+``--overrides data=celeba data.root=/data/celeba``.
 
     python bench/data_loading.py [--images 2000] [--batches 15] [--steps 10] [--repeats 3] [--workers 0 1 2]
                                  [--overrides ...]
@@ -99,7 +99,7 @@ def main() -> None:
         overrides = args.overrides
         if not any(override.startswith("data=") for override in overrides):
             write_jpeg_faces(tmp / "faces", args.images)
-            overrides = ["data=generic", f"data.table.root={tmp / 'faces'}", *overrides]
+            overrides = ["data=generic", f"data.root={tmp / 'faces'}", *overrides]
         cfg = compose_config("train", ["backbone=dpn", "head=cosface", "optimizer=sgd", "data.batch_size=64",
                                        *overrides], output_dir=tmp / "run")
         print(f"CPU cores {os.cpu_count()}, torch threads {torch.get_num_threads()}, batch {cfg.data.batch_size}, "

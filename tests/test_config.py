@@ -30,6 +30,8 @@ def test_every_option_composes_and_resolves(group, option, tmp_path):
     cfg = compose_config("search" if group == "search" else "train", [choice, *required], output_dir=tmp_path)
     resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
     assert resolved["output_dir"] == str(tmp_path)
+    if "data" in resolved:  # data.root is the one key for where a data set lives: its table reads it
+        assert resolved["data"]["table"]["root"] == resolved["data"]["root"]
     if group == "experiment" and option.endswith("_paper"):
         assert resolved["trainer"]["max_epochs"] == 100 and resolved["data"]["batch_size"] == 64
 
@@ -44,7 +46,22 @@ def test_issue_examples_compose(tmp_path):
 def test_csv_without_required_column_is_named(tmp_path, capsys):
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "metadata.csv").write_text("path,identity,group\na.png,1,m\n")
-    cfg = compose_config("train", ["data=generic", f"data.table.root={tmp_path}/data"], output_dir=tmp_path)
+    cfg = compose_config("train", ["data=generic", f"data.root={tmp_path}/data"], output_dir=tmp_path)
     with pytest.raises(SystemExit):
         run_cli(train, cfg)
     assert "missing required column(s) ['split']" in capsys.readouterr().err
+
+
+DATA_OPTIONS = [option for group, option in GROUP_OPTIONS if group == "data"]
+
+
+@pytest.mark.parametrize("option", DATA_OPTIONS)
+def test_data_root_is_where_every_data_set_is_read(option, tmp_path):
+    """``data.root`` is the one key for a data set's folder: the table of every ``data=`` option reads it."""
+    cfg = compose_config("train", [f"data={option}", f"data.root={tmp_path}"], output_dir=tmp_path)
+    assert cfg.data.table.root == str(tmp_path)
+
+
+def test_synthetic_faces_are_cached_under_data_root_by_default(tmp_path):
+    cfg = compose_config("train", [f"paths.cache_dir={tmp_path}"], output_dir=tmp_path)
+    assert cfg.data.root == cfg.data.table.root == f"{tmp_path}/synthetic_faces"

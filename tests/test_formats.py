@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 import pickle
+import shutil
 
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from fairnas.config import compose_config
 from fairnas.data.formats import (
@@ -115,7 +117,7 @@ def test_celeba_identity_with_a_tied_vote_is_skipped(tmp_path, caplog):
 
 
 def test_celeba_bad_input_is_named(tmp_path):
-    with pytest.raises(FileNotFoundError, match=r"data\.table\.root"):
+    with pytest.raises(FileNotFoundError, match=r"^data\.root: directory"):
         read_celeba(tmp_path / "nowhere")
     write_celeba(tmp_path)
     with pytest.raises(ValueError, match=r"'Gender' is not a CelebA attribute; allowed: \['5_o_Clock_Shadow'"):
@@ -292,7 +294,7 @@ def test_packed_bin_refuses_code_and_wrong_structure(tmp_path):
 def format_config(tmp_path, data: str, root, *overrides: str):
     """The training config on a format fixture: tiny images, CPU, one epoch (the tiny_config pattern)."""
     return compose_config("train", [
-        f"data={data}", f"data.table.root={root}", "data.num_workers=0", "data.transforms.image_size=16",
+        f"data={data}", f"data.root={root}", "data.num_workers=0", "data.transforms.image_size=16",
         "data.transforms.resize=20", "data.batch_size=8", "data.eval_batch_size=64", "embedding_dim=32",
         "trainer.accelerator=cpu", "trainer.max_epochs=1", "trainer.enable_progress_bar=false",
         "trainer.enable_model_summary=false", "logger=csv", *overrides,
@@ -320,3 +322,31 @@ def test_one_epoch_on_a_real_layout(tmp_path, data):
     reloaded = load_run(tmp_path / "moved")
     assert reloaded.config.data.table.split.file == str(tmp_path / "moved" / "splits.csv")
     assert set(reloaded.data().splits["test"]["path"]) == trained_test
+    # ... and its data set moved too: data_root (evaluate.py's linear_probe.root) points data.root and the table there.
+    (tmp_path / "data").rename(tmp_path / "data_moved")
+    relocated = load_run(tmp_path / "moved", data_root=str(tmp_path / "data_moved"))
+    assert relocated.config.data.root == relocated.config.data.table.root == str(tmp_path / "data_moved")
+    assert set(relocated.data().splits["test"]["path"]) == trained_test
+
+
+def test_a_run_saved_before_data_root_loads_and_relocates(trained_run, tmp_path):
+    """Checkpoints written before ``data.root`` existed store the folder only in the table (the synthetic faces'
+    as ``cache_dir``) and build ``fairnas.data.FaceDataModule`` directly: they still load, and move."""
+    old = tmp_path / "old"
+    shutil.copytree(trained_run, old)
+    checkpoint = old / "checkpoints" / "last.ckpt"
+    state = torch.load(checkpoint, weights_only=True)
+    data = state["hyper_parameters"]["config"]["data"]
+    root = data.pop("root")
+    data["_target_"] = "fairnas.data.FaceDataModule"
+    data["table"]["cache_dir"] = data["table"].pop("root")
+    torch.save(state, checkpoint)
+
+    run = load_run(old)
+    assert run.config.data.table.root == root and "root" not in run.config.data.keys()
+    assert len(run.data().splits["test"]) == 24  # the tiny synthetic set, read back from its cache
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(root, elsewhere)
+    relocated = load_run(old, data_root=str(elsewhere))
+    assert relocated.config.data.table.root == str(elsewhere) and "root" not in relocated.config.data.keys()
+    assert relocated.data().table.root.is_relative_to(elsewhere)

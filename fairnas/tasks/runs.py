@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from torch import nn
 
 from fairnas.data import FaceDataModule
 from fairnas.models import FaceEmbedder, ops_name
+from fairnas.tasks.checks import check_input_size, check_training_settings
 from fairnas.training.module import FaceRecognitionModule
 
 EMBEDDER_PREFIX = "embedder."
@@ -59,6 +61,7 @@ def build_datamodule(cfg: DictConfig) -> FaceDataModule:
     """The data module of ``cfg.data``. For a new run (``cfg.data_info`` unset) it is set up at once and what the
     data decides is recorded in ``cfg.data_info`` (``n_groups``, ``num_classes``, ``group_order``), where other
     configs interpolate it; a saved run's config already holds it."""
+    _check_data_root(cfg)
     # A run saved before data.subset_seed existed drew its subset with the training seed: keep its data.
     legacy = {} if "subset_seed" in cfg.data else {"subset_seed": cfg.seed}
     datamodule = instantiate(cfg.data, seed=cfg.seed, **legacy)
@@ -69,6 +72,20 @@ def build_datamodule(cfg: DictConfig) -> FaceDataModule:
             cfg.data_info = {"n_groups": len(datamodule.group_order), "num_classes": datamodule.num_classes,
                              "group_order": list(datamodule.group_order)}
     return datamodule
+
+
+def _check_data_root(cfg: DictConfig) -> None:
+    """``data.root`` is where the data set lives (its table reads ``${data.root}``); unset, the run stops here with
+    one line. ``data.table.root=...``, the key before ``data.root``, still works: ``data.root`` takes its value."""
+    data = cfg.data
+    if "root" not in data.keys() or data.root is not None:  # set, or a run saved before data.root existed
+        return
+    table = data.get("table")
+    if table is not None and table.get("root") is not None:
+        with open_dict(cfg):
+            data.root = table.root
+        return
+    raise ValueError("data.root is not set: the folder of the data set, e.g. data=celeba data.root=/data/celeba")
 
 
 def build_embedder(cfg: DictConfig, *, init_weights: bool = True) -> nn.Module:
@@ -85,7 +102,9 @@ def build_embedder(cfg: DictConfig, *, init_weights: bool = True) -> nn.Module:
 def build_model(cfg: DictConfig, *, init_weights: bool = True) -> tuple[FaceRecognitionModule, FaceDataModule]:
     """The LightningModule and data module a training config describes (see :func:`build_datamodule`)."""
     # Cheap parts first, so their errors come before the data set is rendered or indexed.
+    check_training_settings(cfg)
     embedder = build_embedder(cfg, init_weights=init_weights)
+    check_input_size(embedder, cfg.data.transforms.image_size)
     loss = instantiate(cfg.loss)
     optimizer, head = instantiate_partial(cfg.optimizer, "optimizer"), instantiate_partial(cfg.head, "head")
     scheduler = instantiate_partial(cfg.scheduler, "scheduler") if cfg.get("scheduler") else None
@@ -136,8 +155,7 @@ def load_run(path: str | Path, *, device: str | torch.device = "cpu", data_root:
     config = OmegaConf.create(state["hyper_parameters"]["config"])
     run_dir = checkpoint.parent.parent
     with open_dict(config):
-        if data_root is not None:
-            config.data.table.root = data_root
+        _relocate_data(config, data_root)
         _reuse_saved_split(config, Path(config.output_dir), run_dir)
         config.output_dir = str(run_dir)
         config.init_from = None  # the checkpoint holds those weights
@@ -152,8 +170,15 @@ def read_checkpoint(path: str | Path, key: str = "ckpt") -> tuple[Path, dict]:
     checkpoint = path / CHECKPOINT_DIR / LAST_CHECKPOINT if path.is_dir() else path
     if not checkpoint.is_file():
         raise FileNotFoundError(f"{key}: checkpoint '{checkpoint}' does not exist")
-    state = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    if "config" not in state.get("hyper_parameters", {}):
+    try:
+        state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise ValueError(f"{key}: '{checkpoint}' holds more than tensors and plain types (e.g. pickled code); "
+                         "checkpoints are loaded as data only (torch.load weights_only=True)") from None
+    except (RuntimeError, EOFError, OSError) as error:
+        raise ValueError(f"{key}: '{checkpoint}' is not a readable PyTorch checkpoint (truncated or another format: "
+                         f"{str(error).splitlines()[0]})") from None
+    if not isinstance(state, dict) or "config" not in state.get("hyper_parameters", {}):
         raise ValueError(f"{key}: '{checkpoint}' carries no training config; it was not written by fairnas train")
     return checkpoint, state
 
@@ -176,6 +201,20 @@ def _load_weights(model: nn.Module, state: dict, prefix: str, source: str | Path
         detail = " ".join(line.strip() for line in str(error).splitlines()[1:3])
         detail = detail if len(detail) <= 300 else detail[:300] + " ..."
         raise ValueError(f"{key}: '{source}' does not match the model of this config: {detail}") from None
+
+
+def _relocate_data(config: DictConfig, data_root: str | None) -> None:
+    """A saved config's data set at ``data_root`` when given. The stored config is resolved, so ``data.root`` and
+    the table's ``root`` both hold the folder; runs saved before ``data.root`` existed have the table's only (the
+    synthetic faces' as ``cache_dir``, renamed to ``root``)."""
+    table = config.data.table
+    if table.get("_target_") == "fairnas.data.sources.synthetic_faces" and "cache_dir" in table:
+        table.root = table.pop("cache_dir")
+    if data_root is None:
+        return
+    if "root" in config.data.keys():
+        config.data.root = data_root
+    table.root = data_root
 
 
 def _reuse_saved_split(config: DictConfig, old_dir: Path, run_dir: Path) -> None:

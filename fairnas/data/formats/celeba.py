@@ -50,7 +50,7 @@ def read_celeba(
         official_partition: use ``list_eval_partition.txt`` instead (it must be identity-disjoint).
         verify_images: decode every image once and skip those that fail (slow).
     """
-    root = require_dir(root, "data.table.root")
+    root = require_dir(root, "data.root")
     identities = pd.read_csv(require_file(root / IDENTITY_FILE, DATASET), sep=r"\s+", header=None,
                              names=["image", "identity"], dtype=str)
     attributes = _read_attributes(require_file(root / ATTRIBUTE_FILE, DATASET))

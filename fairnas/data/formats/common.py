@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 
 
 def require_dir(path: str | Path | None, what: str) -> Path:
-    """``path`` as an existing directory; ``what`` names it in the error (e.g. ``data.table.root``)."""
+    """``path`` as an existing directory; ``what`` names it in the error (e.g. ``data.root``)."""
     if path is None:
         raise ValueError(f"{what} is not set")
     path = Path(path).expanduser()

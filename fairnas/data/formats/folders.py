@@ -38,7 +38,7 @@ def read_folders(
     verify_images: bool = False,
 ) -> FaceTable:
     """Read identity folders under ``root/<images>`` with per-identity attributes from ``root/<attributes>``."""
-    root = require_dir(root, "data.table.root")
+    root = require_dir(root, "data.root")
     csv_path = require_file(root / attributes, DATASET)
     table = pd.read_csv(csv_path, dtype=str)
     missing = [column for column in ("identity", attribute) if column not in table.columns]

@@ -30,7 +30,7 @@ PAIRS_DIR = "txts"
 
 def read_rfw(root: str | Path, split: SplitSpec = SplitSpec(), verify_images: bool = False) -> FaceTable:
     """All RFW images with their race (column ``race``), split identity-disjointly by ``split``."""
-    root = require_dir(root, "data.table.root")
+    root = require_dir(root, "data.root")
     frame = _rfw_images(root, verify_images)
     groups = frame.groupby("identity")[ATTRIBUTE].first()
     frame = apply_identity_splits(frame, identity_splits(groups, split, DATASET), DATASET)

@@ -40,7 +40,7 @@ def read_vggface2(
     verify_images: bool = False,
 ) -> FaceTable:
     """Read VGGFace2 from ``root`` (see the module docstring); identities missing from the metadata are skipped."""
-    root = require_dir(root, "data.table.root")
+    root = require_dir(root, "data.root")
     meta = read_identity_meta(require_file(root / META_FILE, DATASET))
     if attribute not in meta.columns:
         raise ValueError(f"data.table.attribute={attribute!r} is not a column of {META_FILE}; allowed: "

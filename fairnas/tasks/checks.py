@@ -1,0 +1,41 @@
+"""Training settings the libraries would only trip over mid-run, or silently accept: checked while a run is built,
+before data is read, each failure one line naming the key and what is allowed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+from torch import nn
+
+
+def check_training_settings(cfg: DictConfig) -> None:
+    """Epochs and batch sizes are positive integers; a learning rate is a positive number."""
+    for key, value in (("trainer.max_epochs", cfg.trainer.get("max_epochs")),
+                       ("data.batch_size", cfg.data.get("batch_size")),
+                       ("data.eval_batch_size", cfg.data.get("eval_batch_size"))):
+        if not _is_positive_int(value):
+            raise ValueError(f"{key}={value} must be a positive integer")
+    lr = cfg.optimizer.get("lr")
+    if isinstance(lr, bool) or not isinstance(lr, int | float) or not lr > 0:
+        raise ValueError(f"optimizer.lr={lr} must be a positive number")
+
+
+def check_input_size(embedder: nn.Module, image_size: int) -> None:
+    """One forward pass of two blank ``image_size`` images: a backbone that cannot take that size (e.g. a ViT
+    built for 224 px) fails here with the key to change, not in the first training step."""
+    was_training = embedder.training
+    try:
+        with torch.no_grad():
+            embedder.eval()(torch.zeros(2, 3, image_size, image_size))
+    except (RuntimeError, AssertionError, ValueError) as error:
+        detail = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ValueError(f"data.transforms.image_size={image_size}: the backbone cannot take {image_size}x"
+                         f"{image_size} images ({detail})") from None
+    finally:
+        embedder.train(was_training)
+
+
+def _is_positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
