@@ -17,7 +17,8 @@ import pandas as pd
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path`` to write to; on success fsync it and rename it onto ``path``.
 
-    The temporary name keeps ``path``'s suffix, so writers that choose a format by extension (savefig) work.
+    The temporary name keeps ``path``'s suffix, so writers that choose a format by extension (savefig) work. The
+    file gets the permissions a plain ``open`` would give it (mkstemp's are 0600).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -28,9 +29,16 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         yield tmp
         with open(tmp, "rb+") as written:
             os.fsync(written.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:

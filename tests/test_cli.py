@@ -5,12 +5,16 @@ top-level scripts and console scripts call; one real subprocess shows a script i
 from __future__ import annotations
 
 import importlib
+import logging
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
+
+from tests.layouts import write_celeba
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -19,7 +23,9 @@ CASES = [
     ("train", ["backbone.ops=[3,0,9]"], r"error: backbone.ops\[2\]=9 is not an operation index; allowed 0-8"),
     ("train", ["backbone=timm", "backbone.name=resnet_does_not_exist"],
      r"error: backbone.name='resnet_does_not_exist' is not a timm model"),
-    ("train", ["data=generic", "data.table.root=/no/such/dir"], r"error: data.root: dataset directory '/no/such/dir'"),
+    ("train", ["data=generic", "data.root=/no/such/dir"], r"error: data.root: dataset directory '/no/such/dir'"),
+    ("train", ["data=celeba"], r"error: data.root is not set: the folder of the data set"),
+    ("train", ["data=celeba", "data.root=/no/such/dir"], r"error: data.root: directory '/no/such/dir' does not exist$"),
     ("train", ["data.table.n_groups=1"], r"error: SyntheticFaceSpec.n_groups"),
     ("train", ["+data.table.colour=red"], r"error: data.table: .*unexpected keyword argument 'colour'"),
     ("train", ["+head.m=0.5"], r"error: head: CosFaceHead got an unexpected keyword argument 'm'"),
@@ -38,21 +44,94 @@ CASES = [
     ("compare", ["split=train"], r"error: split='train'; allowed: \['val', 'test'\]$"),
     ("compare", ["seeds=0"], r"error: seeds=0 must be a positive number of seeds"),
     ("compare", ["metrics=[unfairness]"], r"error: metrics: \['unfairness'\]; allowed"),
+    # Settings that are only wrong in combination with the run, or wrong files: {files} is a folder of bad inputs
+    # (see bad_files), {trained_run} a finished run of another architecture.
+    ("train", ["trainer.max_epochs=0"], r"error: trainer.max_epochs=0 must be a positive integer$"),
+    ("train", ["trainer.max_epochs=-1"], r"error: trainer.max_epochs=-1 must be a positive integer$"),
+    ("train", ["data.batch_size=0"], r"error: data.batch_size=0 must be a positive integer$"),
+    ("train", ["optimizer.lr=0"], r"error: optimizer.lr=0 must be a positive number$"),
+    ("train", ["optimizer.lr=-0.1"], r"error: optimizer.lr=-0.1 must be a positive number$"),
+    ("train", ["backbone=timm", "backbone.name=vit_tiny_patch16_224"],
+     r"error: data.transforms.image_size=64: the backbone cannot take 64x64 images"),
+    ("train", ["data.group_order=[g0,zz]"], r"error: data.group_order: groups \['zz'\] not in column 'group'"),
+    ("train", ["resume=always"], r"error: resume='always'; allowed: null, auto$"),
+    ("train", ["init_from={files}/truncated.ckpt"],
+     r"error: init_from: '.*truncated.ckpt' is not a readable PyTorch checkpoint"),
+    ("train", ["init_from={files}/pickled.ckpt"], r"error: init_from: '.*pickled.ckpt' holds more than tensors"),
+    ("train", ["init_from={files}/not_a_run"], r"error: init_from: checkpoint '.*not_a_run/checkpoints/last.ckpt'"),
+    ("train", ["backbone.ops=[8,8,8]", "init_from={trained_run}"],
+     r"error: init_from: '.*last.ckpt' does not match the model of this config"),
+    ("train", ["data=generic", "data.root={files}/duplicate_paths"],
+     r"error: .*metadata.csv: column 'path' lists 1 image\(s\) more than once"),
+    ("train", ["data=generic", "data.root={files}/identity_in_two_splits"],
+     r"error: .*metadata.csv: splits must be identity-disjoint"),
+    ("train", ["data=celeba", "data.root={files}/celeba_unreadable", "data.table.verify_images=false",
+               "data.transforms.image_size=32", "data.transforms.resize=36", "trainer.max_epochs=1"],
+     r"error: data: cannot read image '.*000001.jpg'"),
+    ("evaluate", ["ckpt={files}/pickled.ckpt", "benchmarks=[]", "linear_probe.enabled=true"],
+     r"error: ckpt: '.*pickled.ckpt' holds more than tensors"),
+    ("evaluate", ["ckpt={files}/truncated.ckpt", "benchmarks=[]", "linear_probe.enabled=true"],
+     r"error: ckpt: '.*truncated.ckpt' is not a readable PyTorch checkpoint"),
+    ("audit", ["ckpt={files}/not_a_run"], r"error: ckpt: checkpoint '.*not_a_run/checkpoints/last.ckpt' does not"),
+    ("search", ["search.objectives=[error,unfairness]"], r"error: unknown search.objectives \['unfairness'\]"),
+    ("search", ["search.final_seeds=0"], r"error: search.final_seeds=0 must be a positive number of seeds"),
+    ("search", ["search.space={files}/syntax_error.yaml"],
+     r"error: space file '.*syntax_error.yaml' is not valid YAML \(line 3, column 1\)"),
+    ("search", ["search.space={files}/unknown_type.yaml"],
+     r"error: hyperparameter 'op0' has type 'gaussian'; allowed: \['categorical'"),
+    ("compare", ["+models.empty=[]"], r"error: models: \['empty'\] have no overrides"),
 ]
+
+
+@pytest.fixture(autouse=True)
+def restore_logging():
+    """Hydra's main configures the root logger with a handler on the stderr of its moment, here a capture stream
+    that is closed after the test; later tests that log would print 'Logging error' tracebacks."""
+    handlers, level = logging.root.handlers[:], logging.root.level
+    yield
+    logging.root.handlers[:], logging.root.level = handlers, level
+
+
+@pytest.fixture(scope="module")
+def bad_files(tmp_path_factory):
+    """A folder of bad inputs: broken checkpoints, a folder that is no run, data sets with broken tables or images
+    in their real on-disk formats, and broken search-space files."""
+    root = tmp_path_factory.mktemp("bad_inputs")
+    (root / "truncated.ckpt").write_bytes(b"PK\x03\x04 cut off")
+    torch.save({"state_dict": {}, "hyper_parameters": {"config": {}}, "hook": print}, root / "pickled.ckpt")
+    (root / "not_a_run").mkdir()
+    for name, rows in {"duplicate_paths": ["a.png,x,train,g0", "a.png,y,train,g1"],
+                       "identity_in_two_splits": ["a.png,x,train,g0", "b.png,x,val,g0"]}.items():
+        (root / name).mkdir()
+        (root / name / "metadata.csv").write_text("\n".join(["path,identity,split,group", *rows]) + "\n")
+    write_celeba(root / "celeba_unreadable")
+    (root / "celeba_unreadable" / "img_align_celeba" / "000001.jpg").write_bytes(b"not a jpeg")
+    (root / "syntax_error.yaml").write_text("hyperparameters:\n  op0: {type: categorical, choices: [0, 1\n")
+    (root / "unknown_type.yaml").write_text("hyperparameters:\n  op0: {type: gaussian, key: backbone.ops.0}\n")
+    return root
 
 
 @pytest.mark.parametrize(("command", "overrides", "message"), CASES,
                          ids=[f"{command}:{' '.join(overrides)}" for command, overrides, _ in CASES])
-def test_bad_input_exits_2_with_one_line(command, overrides, message, tmp_path, monkeypatch, capsys):
+def test_bad_input_exits_2_with_one_line(command, overrides, message, tmp_path, monkeypatch, capsys, request):
+    """Nothing is left behind either: no run folder (Hydra's is removed when it holds only Hydra's files), so no
+    checkpoint, no W&B run, no partial table; except for an unreadable image, found only when it is loaded."""
+    files = {name: request.getfixturevalue(fixture) for name, fixture in
+             (("files", "bad_files"), ("trained_run", "trained_run")) if f"{{{name}}}" in " ".join(overrides)}
+    capsys.readouterr()  # what making the fixtures printed is not the command's output
     main = importlib.import_module(f"fairnas.tasks.{command}").main
-    monkeypatch.setattr(sys, "argv", [command, *overrides, f"hydra.run.dir={tmp_path / 'run'}",
-                                      f"paths.cache_dir={tmp_path / 'cache'}", "logger=none"])
+    monkeypatch.setattr(sys, "argv", [command, *(o.format(**files) for o in overrides),
+                                      f"hydra.run.dir={tmp_path / 'run'}", f"paths.cache_dir={tmp_path / 'cache'}",
+                                      "logger=none"])
     with pytest.raises(SystemExit) as exit_info:
         main()
     assert exit_info.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and re.match(message, lines[0]), lines
-    assert not list((tmp_path / "run").glob("**/*.ckpt")) and not (tmp_path / "run" / "trials").exists()
+    if "cannot read image" in message:
+        assert not list((tmp_path / "run").glob("**/*.ckpt")) and not (tmp_path / "run" / "metrics.json").exists()
+    else:
+        assert not (tmp_path / "run").exists(), sorted(p.name for p in (tmp_path / "run").iterdir())
 
 
 def test_top_level_script_runs_the_command(tmp_path):

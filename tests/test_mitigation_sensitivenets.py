@@ -97,6 +97,7 @@ def test_sensitivenets_run_is_trained_and_evaluated_like_any_other(pretrained, t
     baseline = json.loads((checkpoint.parents[1] / "metrics.json").read_text())
     assert set(saved["test"]) == set(baseline["test"]) and saved["num_classes"] == baseline["num_classes"]
     assert metrics["test"]["error"] == pytest.approx(saved["test"]["error"])
+    assert saved["init_from"] == str(baseline_copy) and not (tmp_path / "run" / "baseline").exists()  # no baseline stage
     header = (tmp_path / "run" / "csv" / "version_0" / "metrics.csv").read_text().splitlines()[0].split(",")
     assert "train/sensitivenets" in header
     shutil.rmtree(baseline_copy)  # the run is self-contained: it holds the frozen extractor's weights

@@ -154,7 +154,8 @@ def test_bad_options_are_rejected(options, match):
 def test_training_with_the_regularizer_config_logs_its_term(tiny_config, tmp_path):
     cfg = tiny_config("regularizer=robustness_bias", "regularizer.robustness_bias.weight=2.5",
                       "regularizer.robustness_bias.tau=0.1", "data.transforms.std=[0.25,0.25,0.25]",
-                      "+trainer.limit_train_batches=2", "trainer.log_every_n_steps=1", output_dir=tmp_path / "run")
+                      "+trainer.limit_train_batches=2", "trainer.log_every_n_steps=1", "eval.robustness_bias=false",
+                      output_dir=tmp_path / "run")
     node = cfg.regularizer.robustness_bias
     assert (node.weight, node.tau, list(node.pixel_std)) == (2.5, 0.1, [0.25, 0.25, 0.25])
     metrics = train(cfg)

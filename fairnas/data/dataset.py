@@ -16,6 +16,10 @@ from PIL import Image
 from torch.utils.data import Dataset, Sampler
 
 
+class UnreadableImageError(ValueError):
+    """An image of the table cannot be read (checked at load time unless the format verified every image)."""
+
+
 class FaceImageDataset(Dataset):
     """Returns dicts with ``image``, ``label`` (class index), ``group`` (group index) and ``index``.
 
@@ -47,8 +51,13 @@ class FaceImageDataset(Dataset):
 
     def __getitem__(self, key: int | tuple[int, int]) -> dict:
         index, epoch = key if isinstance(key, tuple) else (key, 0)
-        with Image.open(self.root / self.paths[index]) as file:
-            image = file.convert("RGB")
+        path = self.root / self.paths[index]
+        try:
+            with Image.open(path) as file:
+                image = file.convert("RGB")
+        except OSError as error:  # missing, truncated or not an image (PIL's UnidentifiedImageError included)
+            raise UnreadableImageError(f"data: cannot read image '{path}' ({str(error).splitlines()[0]}); "
+                                       "the image formats' data.table.verify_images=true skips such files when the data is read") from None
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(_mix(self.seed, epoch, index))
             tensor = self.transform(image)

@@ -42,11 +42,15 @@ def read_generic(root: str | Path, metadata: str = "metadata.csv", attribute: st
     if missing:
         raise ValueError(
             f"{csv_path}: missing required column(s) {missing}; "
-            f"required: {[*REQUIRED_COLUMNS, attribute]} (the protected attribute is set by data.attribute)"
+            f"required: {[*REQUIRED_COLUMNS, attribute]} (the protected attribute is set by data.table.attribute)"
         )
     unknown = sorted(set(frame["split"]) - set(SPLITS))
     if unknown:
         raise ValueError(f"{csv_path}: column 'split' has values {unknown}; allowed: {list(SPLITS)}")
+    repeated = frame["path"][frame["path"].duplicated()].unique()
+    if len(repeated):
+        raise ValueError(f"{csv_path}: column 'path' lists {len(repeated)} image(s) more than once (e.g. "
+                         f"{repeated[0]!r}); each image must appear in one row")
     frame[attribute] = frame[attribute].astype(str)
     check_identity_disjoint(frame, source=str(csv_path))
     return FaceTable(root=root, frame=frame, attribute=attribute)

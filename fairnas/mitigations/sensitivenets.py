@@ -16,7 +16,8 @@ The removal network is residual, e' = e + R(e) with R's last layer initialised t
 pre-trained embedding and R learns only what removing the attribute requires. The result is an ordinary embedder,
 trained and evaluated by ``train`` like any other model (same metrics, same ``metrics.json``). The pre-trained
 weights reach the extractor through the training config's ``init_from`` (set by ``conf/mitigation/sensitivenets.yaml``
-to ``mitigation.checkpoint``); once trained, the run's own checkpoint holds them, so the run is self-contained.
+to ``mitigation.checkpoint``; without one, ``train`` first trains the baseline, the same config without the mitigation,
+in ``<output_dir>/baseline``); once trained, the run's own checkpoint holds them, so the run is self-contained.
 """
 
 from __future__ import annotations

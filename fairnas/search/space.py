@@ -93,7 +93,13 @@ def load_space(
         path = Path(source)
         if not path.is_file():
             raise ValueError(f"space file '{path}' does not exist")
-        spec, origin = yaml.safe_load(path.read_text()), str(path)
+        try:
+            spec, origin = yaml.safe_load(path.read_text()), str(path)
+        except yaml.YAMLError as error:
+            mark = getattr(error, "problem_mark", None)
+            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+            raise ValueError(f"space file '{path}' is not valid YAML{where}: "
+                             f"{getattr(error, 'problem', None) or error}") from None
         if not isinstance(spec, Mapping):
             raise ValueError(f"space file '{path}' must hold a mapping with 'hyperparameters'")
         spec.setdefault("name", path.stem)

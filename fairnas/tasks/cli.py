@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import re
+import shutil
 import sys
+from pathlib import Path
 from typing import Any, Callable
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from fairnas.config import CONFIG_DIR
 
+DATALOADER_WORKER = re.compile(r"Caught \w+ in DataLoader worker process \d+\.$")
 USER_ERRORS = (ValueError, FileNotFoundError, OmegaConfBaseException)
 # Building an object from config: an unknown or missing constructor argument is the config's fault too.
 INSTANTIATION_ERRORS = (*USER_ERRORS, TypeError)
@@ -40,9 +45,22 @@ def hydra_command(task: Callable[[DictConfig], Any], config_name: str) -> Callab
 
     @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name=config_name)
     def main(cfg: DictConfig) -> None:
-        run_cli(task, cfg)
+        try:
+            run_cli(task, cfg)
+        except SystemExit:
+            _discard_unused_folders(HydraConfig.get(), cfg.get("output_dir"))
+            raise
 
     return main
+
+
+def _discard_unused_folders(hydra_config: DictConfig, output_dir: str | None) -> None:
+    """After bad input, remove the run folder Hydra made (and the output folder) if nothing but Hydra's own files
+    (``.hydra/``, the job log) is in it: a failed start leaves no run behind. A folder with results is kept."""
+    hydra_files = {hydra_config.output_subdir, f"{hydra_config.job.name}.log"}
+    for folder in {Path(hydra_config.runtime.output_dir), *([Path(output_dir)] if output_dir else [])}:
+        if folder.is_dir() and {entry.name for entry in folder.iterdir()} <= hydra_files:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _full_key(exc: InstantiationException) -> str:
@@ -53,8 +71,13 @@ def _full_key(exc: InstantiationException) -> str:
 
 
 def _first_line(exc: BaseException) -> str:
-    message = str(exc)
-    return message.splitlines()[0] if message else type(exc).__name__
+    """The error's message; for one re-raised from a DataLoader worker, the original message (its last line)."""
+    lines = str(exc).splitlines()
+    if not lines:
+        return type(exc).__name__
+    if DATALOADER_WORKER.match(lines[0]):  # "Caught X in DataLoader worker process 0." + the worker's traceback
+        return lines[-1].split(": ", 1)[-1]
+    return lines[0]
 
 
 def _fail(message: str) -> None:

@@ -59,7 +59,7 @@ def run_comparison(cfg: DictConfig) -> pd.DataFrame:
         for name in plan:
             declared = _compose(cfg, overrides, name).mitigation
             titles[name] = declared.get("title", name)
-            # keys(): `in` is False for a mandatory value (???) such as SensitiveNets' checkpoint
+            # a mitigation that starts from its baseline run declares the key (e.g. SensitiveNets' checkpoint)
             baseline_inputs[name] = [key for key in BASELINE_INPUTS if key in declared.keys() and name != BASELINE]
 
     records = []
@@ -91,6 +91,10 @@ def collect_models(cfg: DictConfig) -> dict[str, list[str]]:
     folders = [_path_name(name) for name in models]
     if len(set(folders)) != len(folders):
         raise ValueError(f"models: names {list(models)} collide as folder names {folders}")
+    empty = [name for name, overrides in models.items() if not overrides]
+    if empty:
+        raise ValueError(f"models: {empty} have no overrides; give each model the training overrides that define "
+                         "it, e.g. +models.SMAC_301='[backbone.ops=301]'")
     return models
 
 

@@ -16,6 +16,7 @@ import json
 import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from hydra.errors import HydraException
@@ -38,6 +39,7 @@ ROBUSTNESS_BIAS = "robustness_bias"  # thesis eq. 2.3, reported with eval.robust
 def run_face_search(cfg: DictConfig) -> SearchResult:
     """Run the search described by ``cfg.search``; outputs go to ``cfg.output_dir``."""
     search = cfg.search
+    _check_final_seeds(search.final_seeds)
     settings = SearchSettings.from_mapping({name: search[name] for name in SearchSettings.field_names() if name in search})
     output_dir = Path(cfg.output_dir)
     for name in ("pytorch_lightning", "lightning.pytorch", "lightning.fabric"):  # one progress line per trial
@@ -63,13 +65,20 @@ def run_face_search(cfg: DictConfig) -> SearchResult:
     trained, saved = epochs_saved(output_dir / "trials")
     log.info("search done: %d trials, front of %d; %d epochs trained, %d saved by continuing across fidelities",
              len(result.trials), len(result.pareto_front), trained, saved)
-    if search.final_seeds > 0:
+    if search.final_seeds:
         seeds = fresh_seeds(result.trials["seed"], search.final_seeds)
         final = evaluate_front(result, target, seeds=seeds)
         write_csv_atomic(final, output_dir / FINAL_FRONT_FILE)
         log.info("final front over seeds %s:\n%s", seeds, final.to_string(index=False))
     report_search(cfg, result, settings)
     return result
+
+
+def _check_final_seeds(final_seeds: Any) -> None:
+    if final_seeds is not None and (isinstance(final_seeds, bool) or not isinstance(final_seeds, int)
+                                    or final_seeds < 1):
+        raise ValueError(f"search.final_seeds={final_seeds} must be a positive number of seeds, or null for no "
+                         "final evaluation")
 
 
 def fresh_seeds(used: Iterable[int], n: int) -> list[int]:
