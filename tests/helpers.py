@@ -47,3 +47,17 @@ class NonFiniteWeightsAtLastStep(pl.Callback):
             with torch.no_grad():
                 for parameter in pl_module.parameters():
                     parameter.fill_(float("nan"))
+
+
+class RecordTrainingLabels(pl.Callback):
+    """Writes ``epoch,index,label`` of every training image as the training step used it to ``path`` (CSV)."""
+
+    def __init__(self, path: str):
+        self.path, self.rows = path, []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.rows += [(trainer.current_epoch, int(i), int(label)) for i, label in zip(batch["index"], batch["label"])]
+
+    def on_train_end(self, trainer, pl_module):
+        with open(self.path, "w") as file:
+            file.write("epoch,index,label\n" + "".join(f"{e},{i},{label}\n" for e, i, label in self.rows))

@@ -1,4 +1,5 @@
-"""Angular: the disadvantaged group's samples get the head's margin plus extra_margin, checked on the logits."""
+"""Angular: the disadvantaged group's samples get the head's margin plus extra_margin, checked on the logits; the
+group named, read, or measured after every epoch and carried through a resumed run."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ import json
 import math
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 import torch
 
 from fairnas.mitigations import GroupMargins
+from fairnas.tasks.train import train
 from tests.helpers import make_head
 
 SCALE, EXTRA = 10.0, 0.2
@@ -73,8 +76,15 @@ def test_bad_settings_are_named():
         GroupMargins(EXTRA, group="g7")(batch=batch, embeddings=embeddings, module=module)
     with pytest.raises(ValueError, match="mitigation.extra_margin=-0.1 must be non-negative"):
         GroupMargins(-0.1, group="g0")
-    with pytest.raises(ValueError, match="mitigation.group: name the group with the worse accuracy"):
-        GroupMargins(EXTRA)
+    with pytest.raises(ValueError, match="mitigation.warmup_epochs=0 must be a positive integer"):
+        GroupMargins(EXTRA, warmup_epochs=0)
+
+
+def test_before_the_group_is_measured_every_sample_gets_the_heads_margin():
+    head, embeddings, batch, module = batch_and_module("cosface")
+    policy = GroupMargins(EXTRA)
+    assert policy.group is None and policy.measures
+    assert torch.equal(policy(batch=batch, embeddings=embeddings, module=module), head.default_margin(embeddings))
 
 
 @pytest.mark.filterwarnings("ignore:You are trying to `self.log\(\)`")
@@ -91,3 +101,27 @@ def test_training_step_passes_the_policy_margins_to_the_head(tiny_config):
     expected = module.head.margin + EXTRA * (batch["group"] == data.group_order.index("g1")).float()
     assert torch.allclose(seen["margin"], expected)
     assert 0 < (batch["group"] == 1).sum() < len(batch["group"])  # both groups in the batch
+
+
+def test_without_a_group_the_worse_group_is_measured_after_every_epoch(tiny_config, tmp_path):
+    metrics = train(tiny_config("mitigation=angular", "trainer.max_epochs=3", output_dir=tmp_path / "run"))
+    logged = pd.read_csv(tmp_path / "run" / "csv" / "version_0" / "metrics.csv")
+    accuracies = logged.dropna(subset=["val/accuracy/g0"])[["val/accuracy/g0", "val/accuracy/g1"]].to_numpy()
+    expected = [{"epoch": epoch, "group": ["g0", "g1"][int(g1 < g0)]}  # the lower accuracy; ties: the first
+                for epoch, (g0, g1) in enumerate(accuracies, start=1)]
+    assert len(expected) == 3 and metrics["mitigation"]["measurements"] == expected
+    assert metrics["mitigation"]["group"] == expected[-1]["group"]
+    assert logged["mitigation/group"].dropna().tolist() == [float(m["group"] == "g1") for m in expected]
+
+
+def test_a_continued_run_goes_on_with_the_measured_groups(tiny_config, tmp_path):
+    """The measured group travels in the checkpoint: 1 epoch + 2 more equals 3 epochs in one go."""
+    common = ("mitigation=angular", "mitigation.extra_margin=0.3", "scheduler.horizon_epochs=3", "logger=none")
+    direct = train(tiny_config(*common, "trainer.max_epochs=3", output_dir=tmp_path / "direct"))
+    train(tiny_config(*common, "trainer.max_epochs=1", output_dir=tmp_path / "short"))
+    continued = train(tiny_config(*common, "trainer.max_epochs=3",
+                                  f"resume_from={tmp_path / 'short' / 'checkpoints' / 'last.ckpt'}",
+                                  output_dir=tmp_path / "continued"))
+    assert continued["mitigation"] == direct["mitigation"]
+    for stage in ("val", "test"):
+        assert continued[stage] == pytest.approx(direct[stage], rel=1e-5)

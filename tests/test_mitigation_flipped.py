@@ -1,18 +1,18 @@
 """Flipped: exactly the stated share of the stated group's training labels changes, nothing else does; with
-``redraw=batch`` anew in every epoch, as a pure function of (seed, epoch)."""
+``redraw=batch`` anew in every epoch, as a pure function of (seed, epoch); the group named, read or measured."""
 
 from __future__ import annotations
 
 import json
-import logging
 
 import numpy as np
+import pandas as pd
 import pytest
-from hydra.utils import instantiate
+import torch
 
-from fairnas.data import FaceDataModule
+from fairnas.mitigations import FlipGroupLabels, group_by_accuracy
 from fairnas.tasks.runs import build_datamodule
-from fairnas.mitigations import FlipGroupLabels, group_by_accuracy, resolve_group
+from fairnas.tasks.train import train
 
 
 def labelled_groups():
@@ -87,18 +87,25 @@ def write_metrics(path, accuracies):
     return path
 
 
-def test_group_is_measured_from_an_earlier_runs_validation_accuracy(tmp_path):
+def test_group_is_read_from_an_earlier_runs_validation_accuracy(tmp_path):
     metrics = write_metrics(tmp_path / "metrics.json", {"g0": 0.6, "g1": 0.8, "g2": 0.7})
     assert group_by_accuracy(metrics, best=True) == "g1"
     assert group_by_accuracy(metrics, best=False) == "g0"
     assert FlipGroupLabels(0.3, reference_metrics=metrics).group == "g1"
-    assert resolve_group("g2", metrics, best=True) == "g2"  # a named group wins
+    assert FlipGroupLabels(0.3, group="g2", reference_metrics=metrics).group == "g2"  # a named group wins
+
+
+def test_without_a_group_nothing_is_flipped_until_it_is_measured():
+    labels, groups = labelled_groups()
+    flip = FlipGroupLabels(0.5, seed=1)
+    assert flip.group is None and flip.measures
+    assert np.array_equal(flip(labels, groups, epoch=3), labels)
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"fraction": 1.5, "group": "a"}, r"mitigation.fraction=1.5 must lie in \[0, 1\]"),
     ({"fraction": 0.3, "group": "a", "redraw": "x"}, r"^mitigation.redraw='x' must be one of batch, run$"),
-    ({"fraction": 0.3}, "mitigation.group: name the group with the better accuracy"),
+    ({"fraction": 0.3, "warmup_epochs": 0}, r"^mitigation.warmup_epochs=0 must be a positive integer$"),
     ({"fraction": 0.3, "reference_metrics": "/no/metrics.json"}, "mitigation.reference_metrics: '/no/metrics.json'"),
 ])
 def test_bad_settings_are_named(kwargs, message):
@@ -112,81 +119,48 @@ def test_unknown_group_lists_the_groups_present():
         FlipGroupLabels(0.3, group="c")(labels, groups)
 
 
-def test_data_module_flips_only_training_labels_of_the_group(tiny_config):
-    plain = build_datamodule(tiny_config())
-    cfg = tiny_config("mitigation=flipped", "mitigation.group=g0", "mitigation.fraction=0.5")
-    flipped = build_datamodule(cfg)
-
-    groups = flipped.splits["train"]["group"].to_numpy()
-    changed = flipped.train_labels != plain.train_labels
-    assert changed.sum() == round(0.5 * (groups == "g0").sum()) > 0
-    assert not changed[groups != "g0"].any()
-    assert np.array_equal(flipped.dataset("train").labels.numpy(), flipped.train_labels)
-    for split in ("val", "test"):
-        assert np.array_equal(flipped.dataset(split).labels.numpy(), plain.dataset(split).labels.numpy())
+def trained_labels(tiny_config, tmp_path, *overrides):
+    """Train with ``overrides`` (12-image batches: none of the 96 training images is dropped); the labels each
+    training step used, as an [epochs, images] array, the clean labels and groups, and metrics.json."""
+    record = tmp_path / "labels.csv"
+    metrics = train(tiny_config("logger=none", "data.batch_size=12", "+callbacks.record._target_=tests.helpers."
+                                "RecordTrainingLabels", f"+callbacks.record.path={record}", *overrides,
+                                output_dir=tmp_path / "run"))
+    rows = pd.read_csv(record).pivot(index="epoch", columns="index", values="label")
+    clean = build_datamodule(tiny_config())
+    return rows.to_numpy(), clean.train_labels, clean.train_groups(), metrics
 
 
-def epoch_labels(loader, epoch):
-    """The training labels ``loader`` delivers in ``epoch``, by image index."""
-    loader.sampler.set_epoch(epoch)
-    labels = np.full(len(loader.dataset), -1)
-    for batch in loader:
-        labels[batch["index"].numpy()] = batch["label"].numpy()
-    assert (labels >= 0).all()
-    return labels
-
-
-def test_data_module_delivers_each_epochs_flips_through_the_loader(tiny_config, caplog):
-    plain = build_datamodule(tiny_config())
-    cfg = tiny_config("mitigation=flipped", "mitigation.group=g0", "mitigation.fraction=0.5",
-                      "data.batch_size=12")  # 96 training images: no batch dropped
-    with caplog.at_level(logging.INFO, logger="fairnas.mitigations.flipped"):
-        flipped = build_datamodule(cfg)
-        loader = flipped.train_dataloader()
-        by_epoch = [epoch_labels(loader, epoch) for epoch in (0, 1, 0)]
-
-    groups = flipped.splits["train"]["group"].to_numpy()
-    changed = [labels != plain.train_labels for labels in by_epoch]
-    assert np.array_equal(by_epoch[0], flipped.train_labels) and np.array_equal(by_epoch[2], by_epoch[0])
-    for chosen in changed[:2]:
-        assert chosen.sum() == round(0.5 * (groups == "g0").sum()) and not chosen[groups != "g0"].any()
+def test_training_flips_the_stated_share_of_the_named_group_anew_every_epoch(tiny_config, tmp_path):
+    used, clean, groups, metrics = trained_labels(tiny_config, tmp_path, "mitigation=flipped", "mitigation.group=g0",
+                                                  "mitigation.fraction=0.5", "trainer.max_epochs=2")
+    changed = used != clean
+    for epoch in range(2):
+        assert changed[epoch].sum() == round(0.5 * (groups == "g0").sum()) > 0
+        assert not changed[epoch][groups != "g0"].any()
+        assert set(used[epoch][changed[epoch]]) <= set(clean[groups == "g0"])  # identities of the same group
     assert not np.array_equal(changed[0], changed[1])
-    assert len([r for r in caplog.records if r.getMessage().startswith("Flipped:")]) == 1
+    assert metrics["mitigation"] == {"group": "g0", "measured": False, "measurements": []}
 
 
-def test_data_module_keeps_a_once_per_run_draw_in_every_epoch(tiny_config):
-    cfg = tiny_config("mitigation=flipped", "mitigation.group=g0", "mitigation.redraw=run", "data.batch_size=12")
-    flipped = build_datamodule(cfg)
-    assert np.array_equal(epoch_labels(flipped.train_dataloader(), 3), flipped.train_labels)
+def test_run_redraw_flips_the_same_labels_in_every_epoch(tiny_config, tmp_path):
+    used, clean, _, _ = trained_labels(tiny_config, tmp_path, "mitigation=flipped", "mitigation.group=g1",
+                                       "mitigation.redraw=run", "trainer.max_epochs=2")
+    assert np.array_equal(used[0], used[1]) and (used[0] != clean).any()
 
 
-def test_data_module_applies_a_plain_transform_once(tiny_config):
-    table = instantiate(tiny_config().data.table)
-    calls = []
-
-    def shift(labels, groups):
-        calls.append(1)
-        return (labels + 1) % 16
-
-    data = FaceDataModule(table, label_transform=shift)
-    data.setup()
-    train = data.dataset("train")
-    assert [train[(i, 4)]["label"].item() for i in range(3)] == data.train_labels[:3].tolist()
-    assert len(calls) == 1
-
-
-def test_data_module_rejects_a_transform_returning_unknown_classes(tiny_config):
-    table = instantiate(tiny_config().data.table)
-    with pytest.raises(ValueError, match=r"data.label_transform must return 96 class indices in \[0, 16\)"):
-        FaceDataModule(table, label_transform=lambda labels, groups: labels + 1000).setup()
-
-
-def test_config_reads_the_better_group_from_reference_metrics(tiny_config, tmp_path):
-    metrics = write_metrics(tmp_path / "metrics.json", {"g0": 0.9, "g1": 0.4})
-    cfg = tiny_config("mitigation=flipped", f"mitigation.reference_metrics={metrics}", "mitigation.fraction=0.25")
-    data = build_datamodule(cfg)
-    plain = build_datamodule(tiny_config())
-
-    groups = data.splits["train"]["group"].to_numpy()
-    changed = data.train_labels != plain.train_labels
-    assert changed.sum() == round(0.25 * (groups == "g0").sum()) and not changed[groups == "g1"].any()
+def test_without_a_group_the_better_group_is_measured_after_the_warmup(tiny_config, tmp_path):
+    used, clean, groups, metrics = trained_labels(tiny_config, tmp_path, "mitigation=flipped", "trainer.max_epochs=2",
+                                                  "logger=csv")
+    measured = metrics["mitigation"]
+    assert measured["measured"] and measured["measurements"] == [{"epoch": 1, "group": measured["group"]}]
+    logged = pd.read_csv(tmp_path / "run" / "csv" / "version_0" / "metrics.csv")
+    first = logged.dropna(subset=["val/accuracy/g0"]).iloc[0]
+    accuracies = {g: first[f"val/accuracy/{g}"] for g in ("g0", "g1")}
+    assert measured["group"] == max(accuracies, key=accuracies.get)  # ties: the first group
+    assert np.array_equal(used[0], clean)  # the warm-up epoch trains on the true labels
+    changed = used[1] != clean
+    assert changed.sum() == round(0.3 * (groups == measured["group"]).sum())
+    assert not changed[groups != measured["group"]].any()
+    state = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=True)["callbacks"]
+    assert state["FlipGroupLabels"]["group"] == measured["group"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -25,12 +24,6 @@ class FaceDataModule(pl.LightningDataModule):
     (identities with at least two images) in validation and test. ``num_classes``, ``group_order`` and the splits
     exist from then on.
 
-    ``label_transform(labels, groups) -> labels`` rewrites the training split's class labels, given the protected
-    group name of every training image (e.g. :class:`~fairnas.mitigations.flipped.FlipGroupLabels`); validation
-    and test labels are never changed. A transform whose ``per_epoch`` attribute is true is called as
-    ``label_transform(labels, groups, epoch=epoch)`` for every training epoch; any other is applied once.
-    :attr:`train_labels` are the training labels of epoch 0, checked at :meth:`setup`.
-
     ``seed`` (the run's training seed) drives shuffling and augmentation; ``subset_seed`` alone decides which
     identities and images the subset rules keep in every split, so runs with different training seeds train and
     evaluate on the same identities.
@@ -50,10 +43,9 @@ class FaceDataModule(pl.LightningDataModule):
         num_workers: int = 0,
         seed: int = 0,
         subset_seed: int = 0,
-        label_transform: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
     ):
         super().__init__()
-        self.table_source, self.label_transform = table, label_transform
+        self.table_source = table
         self.batch_size, self.eval_batch_size, self.num_workers, self.seed = (
             batch_size, eval_batch_size, num_workers, seed,
         )
@@ -80,7 +72,8 @@ class FaceDataModule(pl.LightningDataModule):
         self._check_splits()
         self.class_names = sorted(self.splits["train"]["identity"].unique())
         self.num_classes = len(self.class_names)
-        self.train_labels, self._train_labels_by_epoch = self._train_labels(self.label_transform)
+        self.train_labels = pd.Categorical(self.splits["train"]["identity"],
+                                           categories=self.class_names).codes.astype(np.int64)
 
     def _resolve_group_order(self, group_order: Sequence[str] | None) -> list[str]:
         present = sorted(self.table.frame[self.table.attribute].unique())
@@ -115,7 +108,7 @@ class FaceDataModule(pl.LightningDataModule):
     def dataset(self, split: str, train_transforms: bool | None = None) -> FaceImageDataset:
         frame = self.splits[split]
         if split == "train":
-            labels = self.train_labels if self._train_labels_by_epoch is None else self._train_labels_by_epoch
+            labels = self.train_labels
         else:
             labels = pd.factorize(frame["identity"], sort=True)[0]
         transform = build_transforms(train=split == "train" if train_transforms is None else train_transforms,
@@ -123,26 +116,9 @@ class FaceDataModule(pl.LightningDataModule):
         return FaceImageDataset(self.table.root, frame["path"].tolist(), labels, self.group_index(frame),
                                 transform, seed=self.seed)
 
-    def _train_labels(
-        self, label_transform: Callable[..., np.ndarray] | None
-    ) -> tuple[np.ndarray, Callable[[int], np.ndarray] | None]:
-        """Class index of every training image in epoch 0, after ``label_transform`` if one is given, and
-        ``epoch -> labels`` for a per-epoch transform (else None)."""
-        frame = self.splits["train"]
-        labels = pd.Categorical(frame["identity"], categories=self.class_names).codes.astype(np.int64)
-        if label_transform is None:
-            return labels, None
-        groups = frame[self.table.attribute].to_numpy()
-        by_epoch = None
-        if getattr(label_transform, "per_epoch", False):
-            by_epoch = partial(_labels_of_epoch, label_transform, labels, groups)
-            transformed = by_epoch(0)
-        else:
-            transformed = np.asarray(label_transform(labels.copy(), groups))
-        if transformed.shape != labels.shape or not np.isin(transformed, np.arange(self.num_classes)).all():
-            raise ValueError(f"data.label_transform must return {len(labels)} class indices in [0, "
-                             f"{self.num_classes}), got shape {transformed.shape}")
-        return transformed, by_epoch
+    def train_groups(self) -> np.ndarray:
+        """The protected group name of every training image, in the order of :attr:`train_labels`."""
+        return self.splits["train"][self.table.attribute].to_numpy().astype(str)
 
     def train_dataloader(self) -> DataLoader:
         data = self.dataset("train")
@@ -161,10 +137,3 @@ class FaceDataModule(pl.LightningDataModule):
     def _loader(self, data, batch_size: int, sampler, drop_last: bool = False) -> DataLoader:
         return DataLoader(data, batch_size=min(batch_size, len(data)), sampler=sampler, drop_last=drop_last,
                           num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
-
-
-def _labels_of_epoch(label_transform: Callable[..., np.ndarray], labels: np.ndarray, groups: np.ndarray,
-                     epoch: int) -> np.ndarray:
-    """``label_transform``'s training labels of ``epoch`` (a module-level function, so DataLoader workers can
-    unpickle it)."""
-    return np.asarray(label_transform(labels.copy(), groups, epoch=epoch))

@@ -21,27 +21,20 @@ class UnreadableImageError(ValueError):
 
 
 class FaceImageDataset(Dataset):
-    """Returns dicts with ``image``, ``label`` (class index), ``group`` (group index) and ``index``.
-
-    ``labels`` is the class index of every image, or ``epoch -> labels`` for labels that change by epoch (e.g.
-    Flipped's per-epoch draw): an item keyed ``(index, epoch)`` gets the label of that epoch. :attr:`labels` holds
-    the labels of the last epoch asked for (epoch 0 at first), so each process computes them once per epoch.
-    """
+    """Returns dicts with ``image``, ``label`` (class index), ``group`` (group index) and ``index``."""
 
     def __init__(
         self,
         root: Path,
         paths: list[str],
-        labels: np.ndarray | Callable[[int], np.ndarray],
+        labels: np.ndarray,
         groups: np.ndarray,
         transform: Callable[[Image.Image], torch.Tensor],
         seed: int = 0,
     ):
         self.root = Path(root)
         self.paths = list(paths)
-        self.label_source = labels if callable(labels) else None
-        self.labels_epoch = 0
-        self.labels = torch.tensor(labels(0) if callable(labels) else labels, dtype=torch.long)
+        self.labels = torch.tensor(labels, dtype=torch.long)
         self.groups = torch.tensor(groups, dtype=torch.long)
         self.transform = transform
         self.seed = seed
@@ -61,9 +54,6 @@ class FaceImageDataset(Dataset):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(_mix(self.seed, epoch, index))
             tensor = self.transform(image)
-        if self.label_source is not None and epoch != self.labels_epoch:
-            self.labels = torch.tensor(self.label_source(epoch), dtype=torch.long)
-            self.labels_epoch = epoch
         return {"image": tensor, "label": self.labels[index], "group": self.groups[index], "index": index}
 
 

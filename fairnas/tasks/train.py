@@ -17,6 +17,7 @@ from pytorch_lightning.plugins.io import TorchCheckpointIO
 
 from fairnas.config import CONFIG_DIR
 from fairnas.io import atomic_path, write_json_atomic, write_text_atomic
+from fairnas.mitigations import GroupMeasurement
 from fairnas.tasks.cli import hydra_command
 from fairnas.tasks.reporting import Report
 from fairnas.tasks.runs import CHECKPOINT_DIR, LAST_CHECKPOINT, build_model
@@ -55,6 +56,8 @@ def train(cfg: DictConfig) -> dict:
     if cfg.eval.get("robustness_bias"):
         callbacks.append(instantiate(cfg.eval.robustness))  # fairnas.robustness.RobustnessBiasEvaluation
     module, datamodule = build_model(cfg)
+    if isinstance(module.margin_policy, pl.Callback):  # Angular measures its group during training
+        callbacks.append(module.margin_policy)
     write_text_atomic(output_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     with Report(cfg) as report:
         trainer: pl.Trainer = instantiate(cfg.trainer, logger=report.loggers or False, callbacks=callbacks,
@@ -71,6 +74,7 @@ def train(cfg: DictConfig) -> dict:
         "num_classes": datamodule.num_classes,
         "group_order": datamodule.group_order,
         "init_from": cfg.get("init_from"),
+        "mitigation": next((c.summary() for c in callbacks if isinstance(c, GroupMeasurement)), None),
     }
     write_json_atomic(output_dir / "metrics.json", metrics)
     log.info("val error %.4f rank disparity %.4f | test error %.4f rank disparity %.4f -> %s",
