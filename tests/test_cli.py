@@ -139,3 +139,18 @@ def test_top_level_script_runs_the_command(tmp_path):
     bad = subprocess.run([sys.executable, str(REPO / "train.py"), "backbone.ops=[3,0,9]", "logger=none",
                           f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].startswith("error: backbone.ops[2]=9")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the error is for machines without a GPU")
+@pytest.mark.parametrize("trainer", ["gpu", "ddp"])
+def test_gpu_trainers_compose_and_stop_in_one_line_without_a_gpu(trainer, tmp_path, monkeypatch, capsys):
+    main = importlib.import_module("fairnas.tasks.train").main
+    monkeypatch.setattr(sys, "argv", ["train", f"trainer={trainer}", f"hydra.run.dir={tmp_path / 'run'}",
+                                      f"paths.cache_dir={tmp_path / 'cache'}", "logger=none"])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert exit_info.value.code == 2 and lines == [
+        "error: trainer.accelerator=gpu (trainer=gpu, trainer=ddp) needs a CUDA GPU and none is visible; use "
+        "trainer=cpu, or trainer.accelerator=cpu to run DDP processes on the CPU"]
+    assert not (tmp_path / "run").exists()

@@ -165,3 +165,14 @@ def test_subset_seed_comes_from_the_data_config(tiny_config):
     assert val_identities("seed=1") == val_identities("seed=3")
     assert any(val_identities(f"data.subset_seed={s}") != val_identities() for s in (1, 2, 3))
     assert val_identities("seed=1", saved_before_subset_seed=True) == val_identities("data.subset_seed=1")
+
+
+def test_auto_workers_leave_one_core_to_training(monkeypatch):
+    from fairnas.data.datamodule import resolve_num_workers
+
+    for cores, workers in ((1, 0), (2, 1), (16, 8)):
+        monkeypatch.setattr("os.sched_getaffinity", lambda pid, n=cores: set(range(n)))
+        assert resolve_num_workers("auto") == workers
+    assert resolve_num_workers(3) == 3
+    with pytest.raises(ValueError, match=r"data.num_workers='many' must be a non-negative integer or auto"):
+        resolve_num_workers("many")

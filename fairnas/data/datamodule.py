@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import pytorch_lightning as pl
+import torch
 from torch.utils.data import DataLoader
 
 from fairnas.data.dataset import EpochSeededSampler, FaceImageDataset
@@ -40,14 +42,14 @@ class FaceDataModule(pl.LightningDataModule):
         transforms: Mapping | None = None,
         batch_size: int = 64,
         eval_batch_size: int = 256,
-        num_workers: int = 0,
+        num_workers: int | str = 0,
         seed: int = 0,
         subset_seed: int = 0,
     ):
         super().__init__()
         self.table_source = table
         self.batch_size, self.eval_batch_size, self.num_workers, self.seed = (
-            batch_size, eval_batch_size, num_workers, seed,
+            batch_size, eval_batch_size, resolve_num_workers(num_workers), seed,
         )
         self.transforms = dict(transforms or {})
         self.rules = dict(min_images=min_images, balance_identities=balance_identities,
@@ -136,4 +138,16 @@ class FaceDataModule(pl.LightningDataModule):
 
     def _loader(self, data, batch_size: int, sampler, drop_last: bool = False) -> DataLoader:
         return DataLoader(data, batch_size=min(batch_size, len(data)), sampler=sampler, drop_last=drop_last,
-                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
+                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0,
+                          pin_memory=torch.cuda.is_available())
+
+
+def resolve_num_workers(num_workers: int | str) -> int:
+    """``"auto"``: one DataLoader worker per CPU core this process may use, less one for the training process
+    (at most 8), so a 2-core machine gets 1; an int is taken as is."""
+    if num_workers == "auto":
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        return min(8, max(0, cores - 1))
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
+        raise ValueError(f"data.num_workers={num_workers!r} must be a non-negative integer or auto")
+    return num_workers

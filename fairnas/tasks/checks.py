@@ -1,5 +1,5 @@
 """Training settings the libraries would only trip over mid-run, or silently accept: checked while a run is built,
-before data is read, each failure one line naming the key and what is allowed."""
+before data is read, each failure one line naming the key and what is allowed; and the precision a device runs."""
 
 from __future__ import annotations
 
@@ -20,6 +20,18 @@ def check_training_settings(cfg: DictConfig) -> None:
     lr = cfg.optimizer.get("lr")
     if isinstance(lr, bool) or not isinstance(lr, int | float) or not lr > 0:
         raise ValueError(f"optimizer.lr={lr} must be a positive number")
+    accelerator = cfg.trainer.get("accelerator")
+    if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        raise ValueError(f"trainer.accelerator={accelerator} (trainer=gpu, trainer=ddp) needs a CUDA GPU and none is "
+                         "visible; use trainer=cpu, or trainer.accelerator=cpu to run DDP processes on the CPU")
+
+
+def supported_precision(precision: str) -> str:
+    """``precision`` as the device can run it: bf16 mixed precision falls back to fp16 mixed precision on a GPU
+    without bfloat16 support (before Ampere)."""
+    if str(precision).startswith("bf16") and torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
+        return "16-mixed"
+    return precision
 
 
 def check_input_size(embedder: nn.Module, image_size: int) -> None:

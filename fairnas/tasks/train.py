@@ -20,6 +20,7 @@ from fairnas.io import atomic_path, write_json_atomic, write_text_atomic
 from fairnas.mitigations import GroupMeasurement
 from fairnas.tasks.cli import hydra_command
 from fairnas.tasks.reporting import Report
+from fairnas.tasks.checks import supported_precision
 from fairnas.tasks.runs import CHECKPOINT_DIR, LAST_CHECKPOINT, build_model
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,8 @@ def train(cfg: DictConfig) -> dict:
         callbacks.append(module.margin_policy)
     write_text_atomic(output_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     with Report(cfg) as report:
-        trainer: pl.Trainer = instantiate(cfg.trainer, logger=report.loggers or False, callbacks=callbacks,
+        trainer: pl.Trainer = instantiate(cfg.trainer, precision=supported_precision(cfg.trainer.precision),
+                                          logger=report.loggers or False, callbacks=callbacks,
                                           default_root_dir=str(output_dir), plugins=[AtomicCheckpointIO()])
         trainer.fit(module, datamodule=datamodule, ckpt_path=checkpoint)
         if module.evaluations.get("val", {}).get("epoch") != trainer.current_epoch:
@@ -76,7 +78,8 @@ def train(cfg: DictConfig) -> dict:
         "init_from": cfg.get("init_from"),
         "mitigation": next((c.summary() for c in callbacks if isinstance(c, GroupMeasurement)), None),
     }
-    write_json_atomic(output_dir / "metrics.json", metrics)
+    if trainer.is_global_zero:  # every DDP rank computed the same metrics
+        write_json_atomic(output_dir / "metrics.json", metrics)
     log.info("val error %.4f rank disparity %.4f | test error %.4f rank disparity %.4f -> %s",
              metrics["val"]["error"], metrics["val"]["rank_disparity"],
              metrics["test"]["error"], metrics["test"]["rank_disparity"], output_dir / "metrics.json")

@@ -11,6 +11,7 @@ from pytorch_lightning.trainer.states import TrainerFn
 from torch import nn
 
 from fairnas.metrics import face_identification_metrics, group_names
+from fairnas.training.distributed import gather_split
 from fairnas.models.neck import normalized_embedding
 
 EVAL_STAGES = ("val", "test")
@@ -86,9 +87,8 @@ class FaceRecognitionModule(pl.LightningModule):
         return normalized_embedding(self.embedder, images, self.tta_flip)
 
     def _eval_step(self, stage: str, batch: dict) -> None:
-        self._outputs[stage].append(
-            {"embedding": self.embed(batch["image"]).cpu(), "label": batch["label"].cpu(), "group": batch["group"].cpu()}
-        )
+        self._outputs[stage].append({"embedding": self.embed(batch["image"]).cpu(), "label": batch["label"].cpu(),
+                                     "group": batch["group"].cpu(), "index": batch["index"].cpu()})
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         self._eval_step("val", batch)
@@ -112,15 +112,16 @@ class FaceRecognitionModule(pl.LightningModule):
         outputs, self._outputs[stage] = self._outputs[stage], []
         if self.trainer.sanity_checking or not outputs:
             return
-        embeddings = torch.cat([o["embedding"] for o in outputs])
-        groups = group_names(torch.cat([o["group"] for o in outputs]).cpu().numpy(), self.group_order)
+        # Under DDP every rank gathers the whole split and computes the same metrics (fairnas.training.distributed).
+        split = gather_split({key: torch.cat([o[key] for o in outputs]) for key in outputs[0]}, self.device)
         metrics = face_identification_metrics(
-            embeddings, torch.cat([o["label"] for o in outputs]), groups,
+            split["embedding"], split["label"], group_names(split["group"].numpy(), self.group_order),
             group_order=self.group_order, rank_by=self.rank_by, normalize=False,
         )
         fitting = self.trainer.state.fn == TrainerFn.FITTING
         self.evaluations[stage].update(metrics, epoch=self.current_epoch + 1 if fitting else self.current_epoch)
-        self.log_dict({f"{stage}/{name}": float(value) for name, value in metrics.items()})
+        self.log_dict({f"{stage}/{name}": float(value) for name, value in metrics.items()},
+                      sync_dist=self.trainer.world_size > 1)  # equal on every rank: the mean is the value
 
     def configure_optimizers(self):
         optimizer = self.optimizer_factory(params=self.parameters())
