@@ -1,0 +1,200 @@
+"""Training throughput, measured side by side in one run: what Lightning costs, and what the paper's DPN costs.
+
+Two parts, both on pre-built random batches (data loading is excluded; ``bench/data_loading.py`` measures it):
+
+- ``loop``: the fairnas training step under Lightning (``FaceRecognitionModule`` fitted by a ``pl.Trainer``) against
+  a bare PyTorch loop over the same embedder, margin head, loss and optimiser, started from the same weights, on the
+  same batches, for the same number of steps. The first ``--warmup`` steps of each are not timed. Goal: Lightning
+  >= 0.95x the bare loop's images/s.
+- ``models``: training images/s (forward, backward, optimiser step) of the paper-sized searchable DPN
+  (``backbone.preset=paper``, SMAC_301) against timm's ``dpn68`` at 112 px, fp32 and bf16 autocast, each also with
+  ``channels_last`` (``--channels-last``) and ``torch.compile`` (``--compile``, timed after compilation), as a ratio
+  to the same model's fp32 eager run.
+
+The defaults finish in a few minutes on 2 CPU cores (small batches, few steps: CPU figures are for ratios, not for
+absolute speed). On a GPU, one command:
+
+    python bench/training_speed.py --device cuda --batch-size 128 --steps 50 --channels-last --compile
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import platform
+import tempfile
+import time
+from dataclasses import dataclass
+
+import pandas as pd
+import pytorch_lightning as pl
+import torch
+from hydra.utils import instantiate
+
+from fairnas.config import compose_config
+from fairnas.tasks.runs import build_embedder, instantiate_partial
+from fairnas.training.module import FaceRecognitionModule
+
+NUM_CLASSES = 100
+LOOP_GOAL = 0.95
+
+
+@dataclass(frozen=True)
+class Setting:
+    device: str
+    batch_size: int
+    image_size: int
+    steps: int
+    warmup: int
+
+
+def build_module(overrides: list[str]) -> FaceRecognitionModule:
+    """The training module a ``train.py`` config with ``overrides`` builds, without its data (NUM_CLASSES classes)."""
+    with tempfile.TemporaryDirectory() as folder:
+        cfg = compose_config("train", ["scheduler=constant", "logger=none", *overrides], output_dir=folder)
+    head = instantiate_partial(cfg.head, "head")(embedding_dim=cfg.embedding_dim, num_classes=NUM_CLASSES)
+    return FaceRecognitionModule(embedder=build_embedder(cfg), head=head, loss=instantiate(cfg.loss),
+                                 optimizer=instantiate_partial(cfg.optimizer, "optimizer"), scheduler=None,
+                                 group_order=["g0", "g1"])
+
+
+def random_batches(setting: Setting, n: int, seed: int = 0) -> list[dict]:
+    """``n`` batches in the training step's format, on the setting's device."""
+    generator = torch.Generator().manual_seed(seed)
+    size, device = (setting.batch_size, 3, setting.image_size, setting.image_size), setting.device
+    return [{"image": torch.randn(size, generator=generator).to(device),
+             "label": torch.randint(NUM_CLASSES, (setting.batch_size,), generator=generator).to(device),
+             "group": torch.zeros(setting.batch_size, dtype=torch.long, device=device),
+             "index": torch.arange(setting.batch_size, device=device)} for _ in range(n)]
+
+
+def synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+class StepTimer(pl.Callback):
+    """Wall time from the start of training step ``warmup`` to the end of the last step."""
+
+    def __init__(self, warmup: int, device: str):
+        self.warmup, self.device, self.start, self.end = warmup, device, None, None
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if trainer.global_step == self.warmup:
+            synchronize(self.device)
+            self.start = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        synchronize(self.device)
+        self.end = time.perf_counter()
+
+
+def lightning_images_per_second(module: FaceRecognitionModule, batches: list[dict], setting: Setting) -> float:
+    timer = StepTimer(setting.warmup, setting.device)
+    trainer = pl.Trainer(accelerator="gpu" if setting.device.startswith("cuda") else "cpu", devices=1,
+                         max_steps=len(batches), limit_val_batches=0, num_sanity_val_steps=0, logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                         callbacks=[timer])
+    loader = torch.utils.data.DataLoader(batches, batch_size=None, shuffle=False)
+    trainer.fit(module, train_dataloaders=loader)
+    return setting.batch_size * setting.steps / (timer.end - timer.start)
+
+
+def train_steps(embedder, head, loss, optimizer, batches: list[dict], setting: Setting, autocast: bool = False,
+                channels_last: bool = False) -> float:
+    """Images/s of plain forward / loss / backward / step over ``batches``, the first ``warmup`` untimed."""
+    device_type = "cuda" if setting.device.startswith("cuda") else "cpu"
+    for step, batch in enumerate(batches):
+        if step == setting.warmup:
+            synchronize(setting.device)
+            start = time.perf_counter()
+        images = batch["image"].contiguous(memory_format=torch.channels_last) if channels_last else batch["image"]
+        with torch.autocast(device_type, dtype=torch.bfloat16, enabled=autocast):
+            output = head(embedder(images), batch["label"])
+            value = loss(output.logits, batch["label"]) + sum(output.aux_losses.values())
+        optimizer.zero_grad(set_to_none=True)
+        value.backward()
+        optimizer.step()
+    synchronize(setting.device)
+    return setting.batch_size * setting.steps / (time.perf_counter() - start)
+
+
+def compare_loops(setting: Setting) -> pd.DataFrame:
+    """Lightning and the bare loop on the tiny DPN from the same weights and batches."""
+    torch.manual_seed(0)
+    module = build_module(["backbone.preset=tiny"]).to(setting.device)
+    bare = copy.deepcopy(module).train()
+    batches = random_batches(setting, setting.warmup + setting.steps)
+    bare_rate = train_steps(bare.embedder, bare.head, bare.loss, bare.optimizer_factory(params=bare.parameters()),
+                            batches, setting)
+    lightning_rate = lightning_images_per_second(module, batches, setting)
+    return pd.DataFrame([{"loop": "bare PyTorch", "images/s": bare_rate, "ratio to bare": 1.0},
+                         {"loop": "Lightning", "images/s": lightning_rate, "ratio to bare": lightning_rate / bare_rate}])
+
+
+MODELS = {"DPN paper (SMAC_301)": ["backbone.preset=paper"],
+          "timm dpn68": ["backbone=timm", "backbone.name=dpn68"]}
+
+
+def compare_models(setting: Setting, channels_last: bool, compile_model: bool) -> pd.DataFrame:
+    """Training images/s per model and variant, and the ratio to that model's fp32 eager run."""
+    variants = [("fp32", False, False, False), ("bf16", True, False, False)]
+    if channels_last:
+        variants += [("fp32 channels_last", False, True, False), ("bf16 channels_last", True, True, False)]
+    if compile_model:
+        variants += [("fp32 compile", False, False, True), ("bf16 compile", True, False, True)]
+    batches = random_batches(setting, setting.warmup + setting.steps)
+    rows = []
+    for model, overrides in MODELS.items():
+        for variant, autocast, memory_format, compiled in variants:
+            torch.manual_seed(0)
+            module = build_module(overrides).to(setting.device).train()
+            if memory_format:
+                module = module.to(memory_format=torch.channels_last)
+            embedder = torch.compile(module.embedder) if compiled else module.embedder
+            rate = train_steps(embedder, module.head, module.loss, module.optimizer_factory(params=module.parameters()),
+                               batches, setting, autocast=autocast, channels_last=memory_format)
+            rows.append({"model": model, "variant": variant, "images/s": rate})
+    table = pd.DataFrame(rows)
+    baseline = table[table["variant"] == "fp32"].set_index("model")["images/s"]
+    table["ratio to fp32"] = table["images/s"] / table["model"].map(baseline)
+    return table
+
+
+def header(device: str) -> str:
+    name = torch.cuda.get_device_name(device) if device.startswith("cuda") else platform.processor() or "CPU"
+    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+    return (f"torch {torch.__version__}, lightning {pl.__version__}, device {device} ({name}), "
+            f"{torch.get_num_threads()} threads, load average {load}")
+
+
+def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--parts", default="loop,models", help="comma-separated: loop, models")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--loop-image-size", type=int, default=64, help="image size of the loop comparison")
+    parser.add_argument("--steps", type=int, default=10, help="timed steps")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    parser.add_argument("--channels-last", action="store_true")
+    parser.add_argument("--compile", action="store_true")
+    args = parser.parse_args(argv)
+    parts = set(args.parts.split(","))
+    print(header(args.device))
+    tables = {}
+    if "loop" in parts:
+        setting = Setting(args.device, args.batch_size, args.loop_image_size, args.steps, args.warmup)
+        tables["loop"] = compare_loops(setting)
+        print(f"\nLightning vs a bare loop (tiny DPN, CosFace, {setting.image_size} px, batch {setting.batch_size}; "
+              f"goal >= {LOOP_GOAL}):\n{tables['loop'].to_string(index=False, float_format='{:.3f}'.format)}")
+    if "models" in parts:
+        setting = Setting(args.device, args.batch_size, 112, args.steps, args.warmup)
+        tables["models"] = compare_models(setting, args.channels_last, args.compile)
+        print(f"\nTraining images/s at 112 px, batch {setting.batch_size}:\n"
+              f"{tables['models'].to_string(index=False, float_format='{:.3f}'.format)}")
+    return tables
+
+
+if __name__ == "__main__":
+    main()

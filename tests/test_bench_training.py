@@ -1,0 +1,24 @@
+"""bench/training_speed.py runs end to end and reports every row it promises (no timing is asserted)."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_training_speed_reports_both_loops_and_every_model_variant(capsys, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    tables = importlib.import_module("training_speed").main(["--steps", "1", "--warmup", "1", "--batch-size", "2", "--loop-image-size", "32",
+                                "--channels-last"])
+    loop, models = tables["loop"], tables["models"]
+    assert list(loop["loop"]) == ["bare PyTorch", "Lightning"] and (loop["images/s"] > 0).all()
+    assert loop["ratio to bare"].iloc[0] == 1.0
+    assert set(models["variant"]) == {"fp32", "bf16", "fp32 channels_last", "bf16 channels_last"}
+    assert models.groupby("model").size().to_dict() == {"DPN paper (SMAC_301)": 4, "timm dpn68": 4}
+    assert (models.loc[models["variant"] == "fp32", "ratio to fp32"] == 1.0).all() and (models["images/s"] > 0).all()
+    assert "Lightning vs a bare loop" in capsys.readouterr().out
