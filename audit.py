@@ -1,4 +1,4 @@
-"""Audit a trained run for robustness bias: ``python audit.py ckpt=<run>/checkpoints/last.ckpt [overrides]``."""
+"""Audit a trained run: ``python audit.py ckpt=<run>/checkpoints/last.ckpt [audits=[corruptions,ood,...]] [overrides]``."""
 
 from fairnas.tasks.audit import main
 

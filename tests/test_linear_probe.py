@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
-from fairnas.audits import LAYERS, linear_probe, stage_features
+from fairnas.audits.linear_probe import LAYERS, linear_probe, stage_features
 from fairnas.config import compose_config
 from fairnas.models import build_dpn
 from fairnas.models.timm_backbone import TimmBackbone

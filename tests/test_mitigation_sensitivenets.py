@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from omegaconf import OmegaConf
 
-from fairnas.audits import linear_probe
+from fairnas.audits.linear_probe import linear_probe
 from fairnas.config import compose_config
 from fairnas.evaluation import embed_images
 from fairnas.mitigations import SensitiveAttributeAdversary, SensitiveNetsEmbedder

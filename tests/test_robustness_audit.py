@@ -56,49 +56,59 @@ def test_bad_robustness_settings_fail_before_training(tiny_config, tmp_path):
 
 
 def audit_config(run: Path, output_dir: Path, *overrides: str):
-    return compose_config("audit", [f"ckpt={run / 'checkpoints' / 'last.ckpt'}", "logger=csv", "max_probes=20",
-                                    "estimators.deepfool.steps=10", "estimators.smoothing.n=200",
-                                    "estimators.smoothing.n0=20", *overrides], output_dir=output_dir)
+    return compose_config("audit", [f"ckpt={run / 'checkpoints' / 'last.ckpt'}", "logger=csv",
+                                    "audits=[robustness_bias]", "robustness_bias.max_probes=20",
+                                    "robustness_bias.estimators.deepfool.steps=10",
+                                    "robustness_bias.estimators.smoothing.n=200",
+                                    "robustness_bias.estimators.smoothing.n0=20", *overrides], output_dir=output_dir)
 
 
 def test_audit_writes_distances_scores_curves_and_plots(trained_run, tmp_path):
     run, _ = trained_run
-    summary = audit(audit_config(run, tmp_path, "methods=[deepfool,smoothing,linear]", "partitions=[group,identity]"))
-    distances = pd.read_csv(tmp_path / "distances.csv")
+    summary = audit(audit_config(run, tmp_path, "robustness_bias.methods=[deepfool,smoothing,linear]",
+                                 "robustness_bias.partitions=[group,identity]"))["audits"]["robustness_bias"]
+    folder = tmp_path / "robustness_bias"
+    distances = pd.read_csv(folder / "distances.csv")
     assert len(distances) == summary["n_probes"] == 20
     assert {"path", "identity", "group", "label", "deepfool", "smoothing", "linear"} <= set(distances.columns)
     assert (distances[["deepfool", "smoothing", "linear"]] >= 0).all().all()
     first_images = {path for path in distances["path"] if path.endswith("/000.png")}
     assert not first_images                                        # each identity's first image is its template
 
-    scores = pd.read_csv(tmp_path / "scores.csv")
+    scores = pd.read_csv(folder / "scores.csv")
     group = scores[(scores["method"] == "deepfool") & (scores["partition"] == "group")].set_index("member")
     assert group.loc["g0", "sigma"] == pytest.approx(-group.loc["g1", "sigma"])
     assert summary["methods"]["deepfool"]["group"]["robustness_bias"] == pytest.approx(group["sigma"].abs().max())
     assert summary["methods"]["smoothing"]["bound"] == "lower"
     assert set(scores[scores["partition"] == "identity"]["member"]) == set(distances["identity"])
 
-    curves = pd.read_csv(tmp_path / "curves.csv")
+    curves = pd.read_csv(folder / "curves.csv")
     start = curves[(curves["method"] == "deepfool") & (curves["partition"] == "group") & (curves["tau"] == 0)]
     in_g0 = distances[distances["group"] == "g0"]["deepfool"]
     assert start.set_index("member").loc["g0", "share"] == pytest.approx((in_g0 > 0).mean())
-    assert (tmp_path / "curves_group.png").stat().st_size > 0 and (tmp_path / "curves_identity.png").is_file()
+    assert (folder / "curves_group.png").stat().st_size > 0 and (folder / "curves_identity.png").is_file()
+    assert "least robust" in summary["finding"]
+    page = (tmp_path / "report.html").read_text()
+    assert "robustness_bias" in page and page.count("data:image/png;base64,") == 2
 
 
 def test_audit_of_the_training_split_uses_the_trained_head(trained_run, tmp_path):
     run, _ = trained_run
-    summary = audit(audit_config(run, tmp_path, "split=train", "methods=[linear]"))
-    distances = pd.read_csv(tmp_path / "distances.csv")
+    summary = audit(audit_config(run, tmp_path, "split=train", "robustness_bias.methods=[linear]"))
+    distances = pd.read_csv(tmp_path / "robustness_bias" / "distances.csv")
     assert summary["split"] == "train" and len(distances) == 20
     assert distances["label"].max() < json.loads((run / "metrics.json").read_text())["num_classes"]
 
 
 @pytest.mark.parametrize("overrides, match", [
-    (["methods=[pgd]"], "methods=\\['pgd'\\] must name entries of estimators"),
+    (["robustness_bias.methods=[pgd]"], "methods=\\['pgd'\\] must name entries of robustness_bias.estimators"),
     (["split=holdout"], "split='holdout' is not a split"),
-    (["partitions=[race]"], "partitions=\\['race'\\]"),
-    (["estimators.deepfool.steps=0"], "deepfool.steps=0"),
-    (["max_probes=0"], "max_probes=0 must be a positive integer"),
+    (["robustness_bias.partitions=[race]"], "partitions=\\['race'\\]"),
+    (["robustness_bias.estimators.deepfool.steps=0"], "deepfool.steps=0"),
+    (["robustness_bias.max_probes=0"], "max_probes=0 must be a positive integer"),
+    (["audits=[shap]"], "unknown audit 'shap'"),
+    (["audits=[]"], "name at least one audit"),
+    (["audits=[corruptions]", "split=train"], "split=train: only robustness_bias and linear_probe"),
 ])
 def test_bad_audit_settings_fail_before_loading(tmp_path, overrides, match):
     with pytest.raises((ValueError, InstantiationException), match=match):

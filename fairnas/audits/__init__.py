@@ -1,5 +1,25 @@
-"""Audits of trained models: what their representations reveal about the protected attribute."""
+"""Audits of trained models: why, and under which conditions, a group is served worse.
 
-from fairnas.audits.linear_probe import LAYERS, linear_probe, probe_features, stage_features
+Every audit is a module with ``audit(model, data, config) -> AuditResult`` (:mod:`fairnas.audits.base`) and,
+optionally, ``check_config(config)`` that rejects bad settings before any model is loaded. :data:`AUDITS` names
+them for ``python audit.py audits=[...]``; :func:`audit_module` imports one on first use.
+"""
 
-__all__ = ["LAYERS", "linear_probe", "probe_features", "stage_features"]
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+AUDITS = {
+    "robustness_bias": "distances to the decision boundary per group (thesis Ch. 2)",
+    "corruptions": "ImageNet-C corruption robustness disparity (thesis Ch. 3)",
+    "ood": "in- vs out-of-distribution metamorphic tests (DistroFair)",
+    "linear_probe": "how linearly the representation exposes the group (thesis Sec. 4.5.7)",
+}
+
+
+def audit_module(name: str) -> ModuleType:
+    """The module of audit ``name`` (a key of :data:`AUDITS`)."""
+    if name not in AUDITS:
+        raise ValueError(f"audits: unknown audit {name!r}; allowed: {list(AUDITS)}")
+    return importlib.import_module(f"fairnas.audits.{name}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+import pandas as pd
 import torch
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedGroupKFold
@@ -21,6 +22,8 @@ from sklearn.preprocessing import StandardScaler
 from torch import nn
 from torch.utils.data import DataLoader
 
+from fairnas.audits.base import AuditData, AuditResult
+from fairnas.data.dataset import FaceImageDataset
 from fairnas.models import FaceEmbedder, SearchableDPN, TimmBackbone
 
 LAYERS = ("layer_N-1", "layer_N", "embedding")
@@ -87,3 +90,28 @@ def linear_probe(
     result["chance"] = float(np.unique(groups[test], return_counts=True)[1].max() / len(test))
     result.update(n_train=float(len(train)), n_test=float(len(test)))
     return result
+
+
+def probe_accuracy(embedder: FaceEmbedder, dataset: FaceImageDataset, *, device: str | torch.device = "cpu",
+                   batch_size: int = 64, num_workers: int = 0, seed: int = 0) -> dict[str, float]:
+    """:func:`linear_probe` of every layer on the images of ``dataset`` inside the group order."""
+    loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers)
+    features, groups, identities = probe_features(embedder, loader, device)
+    inside = groups >= 0
+    return linear_probe({layer: values[inside] for layer, values in features.items()}, groups[inside],
+                        identities[inside], seed=seed)
+
+
+def audit(model, data: AuditData, config: object = None) -> AuditResult:
+    """The audit-command form: probe accuracy per layer on ``data``'s split, beside the chance level."""
+    result = probe_accuracy(model.embedder, data.dataset, device=model.device, batch_size=data.batch_size,
+                            seed=data.seed)
+    table = pd.DataFrame({"layer": [*LAYERS, "chance"],
+                          "accuracy": [result[name] for name in (*LAYERS, "chance")]})
+    lift = result["embedding"] - result["chance"]
+    finding = (f"A linear probe predicts the protected group from the face embedding with accuracy "
+               f"{result['embedding']:.1%} on held-out identities (chance {result['chance']:.1%}, "
+               f"{lift:+.1%} above it; last stage {result['layer_N']:.1%}, stage N-1 {result['layer_N-1']:.1%}): "
+               "the higher above chance, the more linearly the representation exposes the attribute "
+               "(thesis Sec. 4.5.7).")
+    return AuditResult(tables={"accuracy": table}, figures={}, summary=result, finding=finding)

@@ -20,9 +20,8 @@ from pathlib import Path
 import pandas as pd
 from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf
-from torch.utils.data import DataLoader
 
-from fairnas.audits import linear_probe, probe_features
+from fairnas.audits.linear_probe import probe_accuracy
 from fairnas.data.table import SPLITS
 from fairnas.evaluation.benchmarks import BenchmarkResult, evaluate_benchmark
 from fairnas.evaluation.embeddings import embed_images
@@ -114,12 +113,8 @@ def _probe(run: Run, model: str, cfg: DictConfig) -> dict[str, float]:
     """
     split = cfg.linear_probe.split
     log.info("%s: linear probe on the %s split of its training data", model, split)
-    loader = DataLoader(run.data().dataset(split, train_transforms=False), batch_size=cfg.batch_size,
-                        num_workers=cfg.num_workers)
-    features, groups, identities = probe_features(run.embedder, loader, run.module.device)
-    inside = groups >= 0
-    return linear_probe({layer: values[inside] for layer, values in features.items()}, groups[inside],
-                        identities[inside], seed=cfg.seed)
+    return probe_accuracy(run.embedder, run.data().dataset(split, train_transforms=False), device=run.module.device,
+                          batch_size=cfg.batch_size, num_workers=cfg.num_workers, seed=cfg.seed)
 
 
 def _scalar_metrics(tables: dict[str, pd.DataFrame]) -> dict[str, float]:

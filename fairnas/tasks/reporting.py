@@ -79,6 +79,14 @@ class Report:
         for logger in self._wandb():
             logger.log_image(name, images=[str(path)])
 
+    def log_html(self, name: str, path: str | Path) -> None:
+        """An HTML page that is already on disk, to W&B only (shown in the run's media panel)."""
+        if self._wandb():
+            import wandb
+
+            for logger in self._wandb():
+                logger.experiment.log({name: wandb.Html(Path(path).read_text())})
+
     def metrics(self, values: Mapping[str, float], step: int | None = None) -> None:
         """Scalar metrics to every logger."""
         for logger in self.loggers:

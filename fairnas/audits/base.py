@@ -1,0 +1,93 @@
+"""The one interface every audit implements: ``audit(model, data, config) -> AuditResult``.
+
+``model`` is the audited network, anything with ``embed(images) -> L2-normalised embeddings [B, D]`` (images
+normalised as the data pipeline does) and a ``device`` (a trained run's
+:class:`~fairnas.training.module.FaceRecognitionModule`, or a hand-made model in a test). ``data`` is the audited
+split (:class:`AuditData`), ``config`` the audit's own section of ``conf/audit.yaml``. The audit returns its tables,
+figures, a JSON-ready summary and a one-paragraph finding in plain language; the audit command writes them to
+files, the HTML report and the loggers (:mod:`fairnas.tasks.audit`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import pandas as pd
+import torch
+from matplotlib.figure import Figure
+from omegaconf import DictConfig
+from tqdm.auto import tqdm
+
+from fairnas.data import FaceDataModule
+from fairnas.data.dataset import FaceImageDataset
+
+T = TypeVar("T")
+
+
+class AuditedModel(Protocol):
+    device: torch.device
+
+    def embed(self, images: torch.Tensor) -> torch.Tensor: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class AuditData:
+    """One split of a set-up data module: what an audit reads.
+
+    ``frame`` is the split's table (one row per image: ``path`` relative to ``root``, ``identity``, ``group`` and
+    any metadata columns, e.g. the synthetic nuisances); row ``i`` of ``frame`` is item ``i`` of :attr:`dataset`.
+    ``seed`` seeds every random choice of the audits; ``batch_size`` bounds their forward passes.
+    """
+
+    datamodule: FaceDataModule
+    split: str
+    seed: int = 0
+    batch_size: int = 64
+
+    @property
+    def dataset(self) -> FaceImageDataset:
+        """The split with evaluation transforms (resize, centre crop, normalise)."""
+        return self.datamodule.dataset(self.split, train_transforms=False)
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        return self.datamodule.splits[self.split]
+
+    @property
+    def root(self) -> Path:
+        """The data set's folder (``path`` entries are relative to it)."""
+        return Path(self.datamodule.table.root)
+
+    @property
+    def group_order(self) -> list[str]:
+        return list(self.datamodule.group_order)
+
+    @property
+    def transforms(self) -> dict:
+        """The data module's transform settings (``image_size``, ``resize``, ``mean``, ``std``, ...)."""
+        return self.datamodule.transforms
+
+
+@dataclasses.dataclass
+class AuditResult:
+    """What an audit found: ``tables`` (CSV), ``figures`` (PNG), ``summary`` (JSON numbers) and ``finding`` (a
+    short plain-language paragraph for the report). Names are file stems: ``[a-z0-9_]+``."""
+
+    tables: dict[str, pd.DataFrame]
+    figures: dict[str, Figure]
+    summary: dict[str, Any]
+    finding: str
+
+
+class Audit(Protocol):
+    def __call__(self, model: AuditedModel, data: AuditData, config: DictConfig) -> AuditResult: ...
+
+
+def progress(items: Iterable[T], *, total: int | None = None, desc: str = "") -> Iterator[T]:
+    """The audits' shared progress bar (tqdm on stderr; off when ``FAIRNAS_PROGRESS=0``)."""
+    return iter(tqdm(items, total=total, desc=desc, leave=False, dynamic_ncols=True,
+                     disable=os.environ.get("FAIRNAS_PROGRESS", "1") == "0"))
