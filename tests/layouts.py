@@ -34,9 +34,12 @@ def write_image(path: Path, rng: np.random.Generator) -> None:
     path.write_bytes(jpeg_bytes(rng))
 
 
-def write_celeba(root: Path, n_identities: int = 20, images_per_identity: int = 4, seed: int = 0) -> dict:
-    """CelebA's four files and ``img_align_celeba/``. Identity ``101 + k`` is male for even k; the official
-    partition puts the first 60% of identities in train, then 20% val, 20% test. Returns ``{identity: male}``."""
+def write_celeba(root: Path, n_identities: int = 20, images_per_identity: int = 4, seed: int = 0,
+                 landmarks: bool = False) -> dict:
+    """CelebA's four files and ``img_align_celeba/`` (and, with ``landmarks``, the landmark file: eyes at (69, 109)
+    and (106, 113) shifted by the image number mod 3, as in the real file's header and column order). Identity
+    ``101 + k`` is male for even k; the official partition puts the first 60% of identities in train, then 20% val,
+    20% test. Returns ``{identity: male}``."""
     rng = np.random.default_rng(seed)
     identities, attributes, partition = [], [], []
     male = {}
@@ -57,6 +60,11 @@ def write_celeba(root: Path, n_identities: int = 20, images_per_identity: int = 
         f"{len(attributes)}\n" + " ".join(CELEBA_ATTRIBUTES) + " \n" + "\n".join(attributes) + "\n"
     )
     (root / "list_eval_partition.txt").write_text("\n".join(partition) + "\n")
+    if landmarks:
+        header = "lefteye_x lefteye_y righteye_x righteye_y nose_x nose_y leftmouth_x leftmouth_y rightmouth_x rightmouth_y"
+        rows = [f"{line.split()[0]} " + " ".join(str(v + n % 3) for v in (69, 109, 106, 113, 77, 142, 73, 152, 108, 154))
+                for n, line in enumerate(identities)]
+        (root / "list_landmarks_align_celeba.txt").write_text(f"{len(rows)}\n{header}\n" + "\n".join(rows) + "\n")
     return male
 
 

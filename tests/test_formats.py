@@ -23,6 +23,7 @@ from fairnas.data.formats import (
     read_vggface2,
 )
 from fairnas.data.formats.vggface2 import read_identity_meta
+from fairnas.data.masks import LANDMARK_COLUMNS
 from fairnas.tasks.runs import load_run
 from fairnas.tasks.train import train
 from tests.layouts import (
@@ -59,6 +60,15 @@ def test_celeba_male_is_the_default_group_and_other_attributes_are_metadata(tmp_
     assert set(frame["Young"].unique()) <= {0, 1}
     assert frame["path"].str.match(r"img_align_celeba/\d{6}\.jpg").all()
     assert (tmp_path / frame["path"]).map(lambda p: p.is_file()).all()
+    assert not set(LANDMARK_COLUMNS) & set(frame.columns)                 # no landmark file: no landmark columns
+
+
+def test_celeba_landmarks_become_columns_when_their_file_is_there(tmp_path):
+    write_celeba(tmp_path, landmarks=True)
+    frame = read_celeba(tmp_path, split=SplitSpec(**SPLIT)).frame.set_index("path")
+    assert frame.loc["img_align_celeba/000001.jpg", list(LANDMARK_COLUMNS)].tolist() == [
+        69, 109, 106, 113, 77, 142, 73, 152, 108, 154]
+    assert frame.loc["img_align_celeba/000002.jpg", "nose_y"] == 143
 
 
 def test_celeba_seeded_split_is_identity_disjoint_stratified_saved_and_readable(tmp_path):

@@ -28,9 +28,10 @@ class PixelPipeline:
     and centre crop) and ``to_tensor`` (uint8 arrays -> the normalised batch the model takes)."""
 
     def __init__(self, transforms: dict):
-        size = int(transforms.get("image_size", 112))
-        resize = int(transforms.get("resize") or size)
-        self._geometry = v2.Compose([v2.Resize((resize, resize), antialias=True), v2.CenterCrop(size)])
+        self.image_size = int(transforms.get("image_size", 112))
+        self.resize = int(transforms.get("resize") or self.image_size)
+        self._geometry = v2.Compose([v2.Resize((self.resize, self.resize), antialias=True),
+                                     v2.CenterCrop(self.image_size)])
         self._normalise = v2.Normalize(list(transforms.get("mean", (0.5,) * 3)), list(transforms.get("std", (0.5,) * 3)))
 
     def geometry(self, image: Image.Image | np.ndarray) -> np.ndarray:

@@ -6,11 +6,14 @@ Layout of ``root``::
     identity_CelebA.txt        "<image> <identity>" per line
     list_attr_celeba.txt       image count, then the 40 attribute names, then "<image> <40 values of -1/1>"
     list_eval_partition.txt    "<image> <0|1|2>" (train/val/test), read with official_partition=true
+    list_landmarks_align_celeba.txt   optional: image count, header, "<image> <10 coordinates>" (five landmarks)
 
 The protected attribute (``Male`` by default, as in the thesis Sec. 4.3) must be one group per identity, but CelebA
 labels attributes per image; an identity gets the majority value of its images (identities with a tied vote are
 skipped). Attribute values become ``"1"`` (attribute present) and ``"0"``; the other 39 attributes stay per-image
-metadata columns with values 1/0. Splits are identity-disjoint (:mod:`fairnas.data.formats.splits`).
+metadata columns with values 1/0. The five landmarks of the aligned images, when their file is there, become the
+columns :data:`fairnas.data.masks.LANDMARK_COLUMNS` (the Attention-IoU audit derives soft region masks from them).
+Splits are identity-disjoint (:mod:`fairnas.data.formats.splits`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import pandas as pd
 
 from fairnas.data.formats.common import drop_unreadable, face_table, log_skips, require_dir, require_file
 from fairnas.data.formats.splits import SplitSpec, apply_identity_splits, identity_splits
+from fairnas.data.masks import LANDMARK_COLUMNS
 from fairnas.data.table import SPLITS, FaceTable
 
 log = logging.getLogger(__name__)
@@ -31,6 +35,7 @@ IMAGE_DIR = "img_align_celeba"
 IDENTITY_FILE = "identity_CelebA.txt"
 ATTRIBUTE_FILE = "list_attr_celeba.txt"
 PARTITION_FILE = "list_eval_partition.txt"
+LANDMARK_FILE = "list_landmarks_align_celeba.txt"
 
 
 def read_celeba(
@@ -61,6 +66,8 @@ def read_celeba(
     labelled = identities["image"].isin(attributes.index)
     log_skips(DATASET, {f"images missing from {ATTRIBUTE_FILE}": int((~labelled).sum())})
     frame = identities[labelled].join(attributes, on="image")
+    if (root / LANDMARK_FILE).is_file():
+        frame = frame.join(_read_landmarks(root / LANDMARK_FILE), on="image")
     frame.insert(0, "path", IMAGE_DIR + "/" + frame["image"])
     frame = drop_unreadable(root, frame, verify_images, DATASET)
     frame = _identity_majority(frame, attribute)
@@ -87,6 +94,16 @@ def _read_attributes(path: Path) -> pd.DataFrame:
         raise ValueError(f"{path}: expected the image count, a line of attribute names, then one line of -1/1 "
                          "values per image")
     return (attributes > 0).astype(int)
+
+
+def _read_landmarks(path: Path) -> pd.DataFrame:
+    """image -> the ten landmark coordinates (pixels of the aligned 178 x 218 image) as LANDMARK_COLUMNS."""
+    landmarks = pd.read_csv(path, sep=r"\s+", skiprows=1, header=0)
+    if landmarks.shape[1] != len(LANDMARK_COLUMNS):
+        raise ValueError(f"{path}: expected the image count, a header of {len(LANDMARK_COLUMNS)} coordinate names, "
+                         "then '<image> <10 coordinates>' per line")
+    landmarks.columns = list(LANDMARK_COLUMNS)
+    return landmarks
 
 
 def _read_partition(path: Path) -> pd.Series:
