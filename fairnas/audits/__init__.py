@@ -15,6 +15,9 @@ AUDITS = {
     "corruptions": "ImageNet-C corruption robustness disparity (thesis Ch. 3)",
     "ood": "in- vs out-of-distribution metamorphic tests (DistroFair)",
     "linear_probe": "how linearly the representation exposes the group (thesis Sec. 4.5.7)",
+    "icon2": "which attribute explains the disparity: confounder ranking and controlled disparity (ICON²)",
+    "attention_iou": "where the model looks, per group: Grad-CAM heatmap and region mask scores (Attention-IoU)",
+    "fairness_indicators": "how strongly the embedding encodes the group: retrieval indicators (Fairness Indicators)",
 }
 
 
