@@ -71,3 +71,21 @@ def test_cap_per_group_is_seeded_and_keeps_small_groups_whole():
     kept = cap_per_group(rows, groups, 4, seed=1)
     assert len(kept) == 7 and set(rows[7:]) <= set(kept) and (kept == cap_per_group(rows, groups, 4, seed=1)).all()
     assert (cap_per_group(rows, groups, None, seed=1) == rows).all()
+
+
+def test_every_audit_runs_through_the_command_into_one_report(trained_run, tmp_path):
+    names = ["corruptions", "ood", "icon2", "fairness_indicators", "attention_iou", "linear_probe"]
+    cfg = compose_config("audit", [f"ckpt={trained_run}", "logger=csv", f"audits=[{','.join(names)}]",
+                                   "corruptions.corruptions=[contrast,gaussian_noise]", "corruptions.severities=[0,3]",
+                                   "ood.mutations=[yaw,zoom]", "icon2.n_bootstrap=20",
+                                   "fairness_indicators.ks=[5]", "fairness_indicators.n_bootstrap=20",
+                                   "attention_iou.n_bootstrap=20"], output_dir=tmp_path)
+    summary = audit(cfg)
+    assert list(summary["audits"]) == names
+    page = (tmp_path / "report.html").read_text()
+    for name in names:
+        assert f"id='{name}'" in page and (tmp_path / name / "summary.json").is_file()
+        assert summary["audits"][name]["finding"]
+    assert page.count("data:image/png;base64,") >= 8
+    records = pd.read_csv(tmp_path / "corruptions" / "records.csv")
+    assert (records[records["severity"] == 0]["consistent"] == 1).all()

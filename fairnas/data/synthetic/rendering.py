@@ -252,8 +252,15 @@ def _draw_mouth(canvas: _Canvas, face: _Face) -> None:
 
 
 def _draw_occluder(canvas: _Canvas, face: _Face, conditions: ImageConditions) -> None:
-    p, colour = face.p, conditions.occluder_colour
-    if conditions.occluder == "glasses":
+    """Draw the occluders of ``conditions.occluder``: one of OCCLUDERS, or several joined by ``+`` (e.g.
+    ``glasses+hat``, drawn in that order in one colour), which only re-rendered mutations use."""
+    for occluder in conditions.occluder.split("+"):
+        _draw_one_occluder(canvas, face, occluder, conditions.occluder_colour)
+
+
+def _draw_one_occluder(canvas: _Canvas, face: _Face, occluder: str, colour: Colour) -> None:
+    p = face.p
+    if occluder == "glasses":
         rx, ry = 1.5 * p["eye_width"], 1.15 * p["eye_width"]
         for side in (-1.0, 1.0):
             cx = side * p["eye_spacing"]
@@ -264,7 +271,7 @@ def _draw_occluder(canvas: _Canvas, face: _Face, conditions: ImageConditions) ->
             canvas.line(temple, colour, 0.01)
         bridge_x = p["eye_spacing"] - rx
         canvas.line(_points(np.array([-bridge_x, bridge_x]), np.full(2, p["eye_level"] - 0.2 * ry), 0.1), colour, 0.01)
-    elif conditions.occluder == "hat":
+    elif occluder == "hat":
         brim_y = -0.5 * p["face_height"]
         canvas.fill(face.crown(1.18, 0.95, -brim_y), colour)
         canvas.fill(_ellipse(0.0, brim_y, 1.55 * p["face_width"], 0.04, 0.02), _rgb(np.array(colour) * 0.8))
