@@ -89,7 +89,7 @@ def test_bad_corruption_input_is_refused(image):
     ("max_probes_per_group", 0, r"corruptions\.max_probes_per_group="),
     ("gallery_images", 0, r"corruptions\.gallery_images="),
     ("alpha", 1.5, r"corruptions\.alpha="),
-    ("severity", [1], r"corruptions: unknown settings \['severity'\]"),
+    ("severity", [1], r"corruptions.severity is not a setting; allowed"),
 ])
 def test_bad_settings_name_their_key(key, value, match):
     with pytest.raises(ValueError, match=match):

@@ -19,7 +19,7 @@ from typing import Any, Protocol, TypeVar
 import pandas as pd
 import torch
 from matplotlib.figure import Figure
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from fairnas.data import FaceDataModule
@@ -85,6 +85,15 @@ class AuditResult:
 
 class Audit(Protocol):
     def __call__(self, model: AuditedModel, data: AuditData, config: DictConfig) -> AuditResult: ...
+
+
+def settings_with_defaults(audit: str, config: DictConfig | dict | None, defaults: dict) -> dict:
+    """An audit's section of ``conf/audit.yaml`` over its ``defaults``; an unknown key is an error naming it."""
+    given = OmegaConf.to_container(config, resolve=True) if isinstance(config, DictConfig) else dict(config or {})
+    unknown = sorted(set(given) - set(defaults))
+    if unknown:
+        raise ValueError(f"{audit}.{unknown[0]} is not a setting; allowed: {sorted(defaults)}")
+    return {**defaults, **given}
 
 
 def progress(items: Iterable[T], *, total: int | None = None, desc: str = "") -> Iterator[T]:

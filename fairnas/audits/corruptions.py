@@ -22,9 +22,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import ScalarFormatter
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from fairnas.audits.base import AuditData, AuditedModel, AuditResult, progress
+from fairnas.audits.base import AuditData, AuditedModel, AuditResult, progress, settings_with_defaults
 from fairnas.audits.corruption_compat import CORRUPTIONS, corrupt
 from fairnas.audits.identification import PixelPipeline, embed_arrays, enrol_gallery
 from fairnas.audits.statistics import KRUSKAL, mean_se, odds_ratios, scoped_tests, unit_means
@@ -38,11 +38,7 @@ DEFAULTS = {"corruptions": "all", "severities": [1, 2, 3, 4, 5], "max_probes_per
 
 def check_config(config: DictConfig) -> dict:
     """The audit's settings (defaults filled in), or a ValueError naming the bad key."""
-    given = OmegaConf.to_container(config, resolve=True) if isinstance(config, DictConfig) else dict(config or {})
-    if set(given) - set(DEFAULTS):
-        unknown = sorted(set(given) - set(DEFAULTS))
-        raise ValueError(f"corruptions: unknown settings {unknown}; allowed: {list(DEFAULTS)}")
-    settings = {**DEFAULTS, **given}
+    settings = settings_with_defaults("corruptions", config, DEFAULTS)
     names = settings["corruptions"]
     if names == "all":
         names = list(CORRUPTIONS)

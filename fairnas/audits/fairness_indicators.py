@@ -39,9 +39,9 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 from matplotlib.figure import Figure
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from fairnas.audits.base import AuditData, AuditResult, progress
+from fairnas.audits.base import AuditData, AuditResult, progress, settings_with_defaults
 from fairnas.audits.identification import PixelPipeline, embed_arrays, enrol_gallery
 
 TOP = 5                      # predicted identities per probe in the label association (the paper's top-5)
@@ -55,11 +55,7 @@ DEFAULTS = {"ks": [10, 50], "subgroups": [], "max_identities_per_group": None, "
 
 def check_config(config: DictConfig | dict | None) -> dict:
     """The settings with :data:`DEFAULTS` filled in; ValueError naming ``fairness_indicators.<key>`` otherwise."""
-    given = OmegaConf.to_container(config, resolve=True) if isinstance(config, DictConfig) else dict(config or {})
-    unknown = sorted(set(given) - set(DEFAULTS))
-    if unknown:
-        raise ValueError(f"fairness_indicators: unknown keys {unknown}; allowed: {list(DEFAULTS)}")
-    settings = {**DEFAULTS, **given}
+    settings = settings_with_defaults("fairness_indicators", config, DEFAULTS)
 
     def fail(key: str, allowed: str):
         raise ValueError(f"fairness_indicators.{key}={settings[key]!r} must be {allowed}")

@@ -36,7 +36,7 @@ from matplotlib.figure import Figure
 from omegaconf import DictConfig, OmegaConf
 from scipy import sparse
 
-from fairnas.audits.base import AuditData, AuditResult, progress
+from fairnas.audits.base import AuditData, AuditResult, progress, settings_with_defaults
 from fairnas.audits.identification import PixelPipeline, enrol_gallery
 from fairnas.data.masks import LANDMARK_COLUMNS, MASK_COLUMN
 
@@ -56,11 +56,7 @@ def check_config(config: DictConfig) -> None:
 
 def _settings(config: DictConfig | dict | None) -> DictConfig:
     """``config`` over :data:`DEFAULTS`, validated."""
-    given = OmegaConf.to_container(config, resolve=True) if isinstance(config, DictConfig) else dict(config or {})
-    unknown = sorted(set(given) - set(DEFAULTS))
-    if unknown:
-        raise ValueError(f"icon2.{unknown[0]} is not a setting; allowed: {sorted(DEFAULTS)}")
-    settings = {**DEFAULTS, **given}
+    settings = settings_with_defaults("icon2", config, DEFAULTS)
     if settings["metric"] not in METRICS:
         raise ValueError(f"icon2.metric={settings['metric']!r} must be one of {list(METRICS)}")
     for key, minimum in (("bins", 2), ("min_cell", 1), ("gallery_images", 1), ("n_bootstrap", 0)):

@@ -44,11 +44,11 @@ import pandas as pd
 from matplotlib.figure import Figure
 from omegaconf import DictConfig
 from scipy.stats import fisher_exact
-from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_confint
 
 from fairnas.audits.base import AuditData, AuditResult, progress
 from fairnas.audits.identification import PixelPipeline, embed_arrays, enrol_gallery
+from fairnas.audits.statistics import holm
 from fairnas.data.synthetic.mutations import (ID, IMAGE_MUTATIONS, MUTATIONS, OOD, SYNTHETIC_MUTATIONS,
                                               Mutation, MutationPlanner, SyntheticSource, TrainingRanges,
                                               is_synthetic, render_mutation, settings_from, transform_image)
@@ -230,8 +230,7 @@ def fisher_tests(rates: pd.DataFrame, group_order, alpha: float) -> pd.DataFrame
                                         "inputs_a", "violations_b", "inputs_b", "error_rate_a", "error_rate_b",
                                         "odds_ratio", "p_value"])
     if len(tests):
-        reject, p_holm, _, _ = multipletests(tests["p_value"].to_numpy(), alpha=alpha, method="holm")
-        tests["p_holm"], tests["significant"] = p_holm, reject
+        tests["p_holm"], tests["significant"] = holm(tests["p_value"].to_numpy(float), alpha)
     else:
         tests["p_holm"], tests["significant"] = pd.Series(dtype=float), pd.Series(dtype=bool)
     return tests
