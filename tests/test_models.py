@@ -180,6 +180,14 @@ def test_timm_backbone_returns_pooled_features():
     assert backbone(torch.randn(2, 3, 32, 32)).shape == (2, 512)
 
 
+@pytest.mark.parametrize("name", ["resnet18", "lcnet_050", "mobilenetv3_small_100", "ghostnet_100"])
+def test_timm_backbone_num_features_is_the_width_it_returns(name):
+    # MobileNetV3-style models end in a pre-logits conv wider than the trunk's num_features (lcnet_050: 1280 vs
+    # 256); the neck is built from num_features, so it must be the returned width.
+    backbone = TimmBackbone(name)
+    assert backbone(torch.zeros(2, 3, 32, 32)).shape == (2, backbone.num_features)
+
+
 def test_timm_backbone_passes_kwargs_through():
     backbone = TimmBackbone("resnet18", in_chans=1, drop_rate=0.2)
     assert backbone.model.conv1.in_channels == 1 and backbone.model.drop_rate == 0.2

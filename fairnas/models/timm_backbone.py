@@ -8,7 +8,8 @@ from torch import nn
 
 
 class TimmBackbone(nn.Module):
-    """``timm.create_model(name, num_classes=0)``; forward(x [B, C, H, W]) -> pooled features [B, num_features].
+    """``timm.create_model(name, num_classes=0)``; forward(x [B, C, H, W]) -> pooled features [B, num_features]
+    (the pre-logits width where the model has a pre-logits head).
 
     ``pretrained=True`` is passed through to timm, which loads weights from the Hugging Face hub cache. Nothing may
     be downloaded on these machines: put the weights in the local HF cache beforehand and run with
@@ -23,7 +24,9 @@ class TimmBackbone(nn.Module):
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
             raise ValueError(f"backbone.name={name!r} is not a timm model; see timm.list_models(){hint}")
         self.model = timm.create_model(name, pretrained=pretrained, num_classes=0, in_chans=in_chans, **timm_kwargs)
-        self.num_features: int = self.model.num_features
+        # Models with a pre-logits head (MobileNetV3, LCNet, GhostNet) return head_hidden_size features, not the
+        # trunk's num_features.
+        self.num_features: int = getattr(self.model, "head_hidden_size", None) or self.model.num_features
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.model(x)
