@@ -58,7 +58,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from fairnas.io import write_text_atomic
+from fairnas.io import write_csv_atomic, write_text_atomic
 from fairnas.search import SearchResult, SearchSettings, SearchSpace, load_space, run_search
 from fairnas.search.hypervolume import hypervolume_curve
 from fairnas.search.trial import Target
@@ -117,10 +117,16 @@ def analytic_problem() -> Problem:
     )
 
 
-def face_problem() -> Problem:
+def face_problem(
+    name: str = "faces",
+    overrides: Sequence[str] = FACE_OVERRIDES,
+    reference_point: tuple[float, float] = (1.0, 1.0),
+    default_total_budget: float = 32,
+    max_budget: float = 4,
+) -> Problem:
+    """The paper's DPN space trained on synthetic faces with ``overrides`` (default: ``experiment=smoke``)."""
     space = load_space(REPOSITORY / "searchspaces" / "dpn_paper.yaml")
     objectives = ("error", "rank_disparity")
-    max_budget = 4
 
     def make_target(run_dir: Path, continuing: bool) -> tuple[Target, CostMeter]:
         target = TrainingTarget(
@@ -128,20 +134,20 @@ def face_problem() -> Problem:
             objectives=objectives,
             trials_dir=run_dir / "trials",
             max_budget=max_budget,
-            base_overrides=FACE_OVERRIDES,
+            base_overrides=overrides,
             continue_across_fidelities=continuing,
         )
         return target, EpochsTrained(run_dir / "trials")
 
     return Problem(
-        name="faces",
+        name=name,
         space=space,
         objectives=objectives,
         min_budget=1,
         max_budget=max_budget,
         eta=2,
-        reference_point=(1.0, 1.0),
-        default_total_budget=32,
+        reference_point=reference_point,
+        default_total_budget=default_total_budget,
         make_target=make_target,
     )
 
@@ -150,7 +156,13 @@ PROBLEMS = {"analytic": analytic_problem, "faces": face_problem}
 
 
 def run_method(problem: Problem, method: str, *, seed: int, total_budget: float, run_dir: Path) -> pd.DataFrame:
-    """One search until ``total_budget`` epochs are consumed; its trials in finishing order with their ``cost``."""
+    """One search until ``total_budget`` epochs are consumed; its trials in finishing order with their ``cost``.
+
+    The result is kept in ``run_dir/consumed.csv``; a run that finished before is read back from it, not re-run.
+    """
+    finished = run_dir / "consumed.csv"
+    if finished.is_file():
+        return pd.read_csv(finished)
     target, meter = problem.make_target(run_dir, method != "smac_scratch")
     metered = MeteredTarget(target, meter, limit=total_budget)
     if method == "moasha":
@@ -182,7 +194,9 @@ def run_method(problem: Problem, method: str, *, seed: int, total_budget: float,
         except ComputeBudgetReached:
             pass  # trials.csv holds every finished trial
         trials = SearchResult.load(run_dir / "search").trials
-    return trials.assign(cost=metered.costs_of(trials))
+    trials = trials.assign(cost=metered.costs_of(trials))
+    write_csv_atomic(trials, finished)
+    return trials
 
 
 def consumed_curve(trials: pd.DataFrame, problem: Problem) -> pd.DataFrame:

@@ -235,7 +235,7 @@ def check_compare(cfg, tmp_path: Path, monkeypatch) -> None:
 
     monkeypatch.setattr(compare, "compose_config", compose)
     monkeypatch.setattr(compare, "_compose", compose_and_check)
-    monkeypatch.setattr(compare, "_train_once", first_run)
+    monkeypatch.setattr(compare, "train_once", first_run)
     with pytest.raises(ReachedTheRun):
         compare.run_comparison(cfg)
 

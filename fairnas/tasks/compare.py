@@ -71,7 +71,7 @@ def run_comparison(cfg: DictConfig) -> pd.DataFrame:
                              f"seed={seed}"]
                 overrides += [f"mitigation.{key}='{baseline_dir / BASELINE_INPUTS[key]}'"
                               for key in baseline_inputs[name]]
-                metrics = _train_once(_run_dir(output_dir, model, name, seed), overrides)
+                metrics = train_once(_run_dir(output_dir, model, name, seed), overrides)
                 if name in mitigations:
                     records.append({"model": model, "mitigation": name, "seed": seed,
                                     **{key: float(metrics[cfg.split][key]) for key in IDENTIFICATION_METRICS}})
@@ -116,7 +116,7 @@ def write_outputs(runs: pd.DataFrame, summary: pd.DataFrame, titles: Mapping[str
              "error", markdown)
 
 
-def _train_once(run_dir: Path, overrides: list[str]) -> dict:
+def train_once(run_dir: Path, overrides: list[str]) -> dict:
     """Train one run, or read it back when an earlier invocation finished it with the same overrides."""
     record = run_dir / RUN_RECORD
     if record.is_file():

@@ -1,0 +1,252 @@
+"""Thesis Chapter 4 at small scale on the embedded faces (``experiment=showcase``): one command, one report.
+
+Stages (each trains ordinary ``train`` runs under ``<out>/runs``; a finished run is read back, so an interrupted
+pipeline resumes where it stopped):
+
+1. ``noise``: the default configuration (searchable DPN, ops [3, 0, 1], CosFace, the preset's AdamW recipe) with
+   ``--noise-seeds`` seeds: the seed standard error every later comparison is read against.
+2. ``sweep`` (Sec. 4.3): hand-designed models, ``searchspaces/timm_zoo_small.yaml`` architectures x heads with
+   the preset's recipe, one seed; error vs rank disparity.
+3. ``search`` (Sec. 4.4): the joint DPN architecture + hyperparameter space, SMAC (multi-fidelity Hyperband,
+   ParEGO, promoted configurations continue their checkpoints) vs random search at equal consumed epochs, with
+   ``--search-seeds`` seeds (``bench/search_efficiency.py``'s protocol). Reference point: error 1 and twice
+   the default configuration's mean validation rank disparity from stage 1, fixed before any search ran.
+4. ``final``: the Pareto front of SMAC's seed-0 search and the hand-designed Pareto front re-trained with
+   ``--final-seeds`` fresh seeds (the runs that selected them are not reused), and the default configuration's
+   stage-1 seeds: mean +- standard error on validation and test.
+5. ``mitigations`` (Sec. 4.5.3, Table 4.6): the default DPN, the best searched and the best hand-designed model
+   (lowest validation error) x {baseline, Flipped, Angular, SensitiveNets} (``compare.py``'s runs); and AdvERM
+   (thesis Sec. 2.9) vs plain training of the default DPN, robustness bias from DeepFool.
+6. ``transfer`` (Tables 4.5 / 4.8): the same models trained on a second synthetic set rendered from another seed
+   with the bias reversed (g0 is the harder minority group).
+
+Writes ``<out>/report.md`` (tables, PNG figures, and for each claim whether it holds and by what margin),
+``<out>/*.csv`` and, unless ``--logger none``, one offline W&B run with the same tables and figures.
+
+    PYTHONHASHSEED=0 python bench/showcase.py --out outputs/showcase            # the full pipeline
+    PYTHONHASHSEED=0 python bench/showcase.py --quick --out /tmp/showcase       # smoke test, about a minute
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from omegaconf import OmegaConf
+
+from fairnas.config import compose_config
+from fairnas.search import SearchResult, load_space
+from fairnas.search.pareto import non_dominated_mask
+from fairnas.tasks.compare import run_comparison, train_once
+from fairnas.tasks.reporting import Report
+from fairnas.tasks.search import fresh_seeds
+
+import search_efficiency
+from _showcase_report import Candidate, write_report
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+OBJECTIVES = ("error", "rank_disparity")
+SPLITS = ("val", "test")
+DEFAULT_MODEL = Candidate("default DPN", "default", ())
+TRANSFER_OVERRIDES = (  # another seed, the bias reversed: g0 is the 30% training minority and the harder group
+    "data.table.seed=1", "data.table.train_group_share=[0.3,0.7]", "data.table.hard_group=0",
+)
+ADVERM_OVERRIDES = ("regularizer=robustness_bias", "eval.robustness.max_probes=128",
+                    "eval.robustness.estimator.steps=20")
+
+
+@dataclasses.dataclass(frozen=True)
+class Scale:
+    """How much of everything the pipeline runs; fixed per variant, the same for every method."""
+
+    noise_seeds: int = 5
+    search_seeds: int = 5
+    total_budget: float = 24        # consumed epochs per search
+    max_budget: int = 4             # epochs of a full trial (= the preset's trainer.max_epochs)
+    final_seeds: int = 3
+    compare_seeds: int = 2
+    adverm_seeds: int = 3
+    architectures: tuple[str, ...] | None = None   # None: every architecture of timm_zoo_small.yaml
+    heads: tuple[str, ...] = ("cosface", "arcface", "magface")
+    mitigations: tuple[str, ...] = ("flipped", "angular", "sensitivenets")
+    overrides: tuple[str, ...] = ()  # on top of experiment=showcase
+
+
+QUICK = Scale(
+    noise_seeds=2, search_seeds=2, total_budget=4, max_budget=2, final_seeds=2, compare_seeds=1, adverm_seeds=1,
+    architectures=("lcnet_050",), heads=("cosface",),
+    overrides=("data.table.n_identities=40", "data.table.images_per_identity=3", "data.table.image_size=32",
+               "data.batch_size=16", "embedding_dim=16",
+               "eval.robustness.max_probes=8", "eval.robustness.estimator.steps=2"),
+)
+
+
+def base_overrides(scale: Scale, trainer: str) -> list[str]:
+    return ["experiment=showcase", f"trainer={trainer}", "trainer.enable_progress_bar=false",
+            "trainer.enable_model_summary=false", "logger=none", f"trainer.max_epochs={scale.max_budget}",
+            *scale.overrides]
+
+
+def train_seeds(candidate: Candidate, seeds: Sequence[int], overrides: Sequence[str], runs: Path) -> pd.DataFrame:
+    """One row per seed with the candidate's val/test metrics (runs cached under ``runs/<candidate>/seed<s>``)."""
+    rows = []
+    for seed in seeds:
+        metrics = train_once(runs / candidate.folder / f"seed{seed}", [*overrides, *candidate.overrides,
+                                                                       f"seed={seed}"])
+        rows.append({"model": candidate.name, "kind": candidate.kind, "seed": seed,
+                     **{f"{split}/{key}": float(value) for split in SPLITS for key, value in metrics[split].items()
+                        if isinstance(value, (int, float))}})
+    return pd.DataFrame(rows)
+
+
+def hand_designed(scale: Scale) -> list[Candidate]:
+    """timm_zoo_small.yaml's architectures x the heads, with the preset's optimizer and learning rate."""
+    space = load_space(REPOSITORY / "searchspaces" / "timm_zoo_small.yaml")
+    architectures = scale.architectures or tuple(space.configspace["architecture"].choices)
+    return [Candidate(f"{architecture} {head}", "hand-designed",
+                      ("backbone=timm", f"backbone.name={architecture}", f"head={head}"))
+            for architecture in architectures for head in scale.heads]
+
+
+def pareto_rows(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    return frame[non_dominated_mask(frame[list(columns)].to_numpy(dtype=float))]
+
+
+def search_problem(scale: Scale, overrides: Sequence[str], noise: pd.DataFrame) -> search_efficiency.Problem:
+    reference = (1.0, float(2 * noise["val/rank_disparity"].mean()))
+    return search_efficiency.face_problem("showcase", tuple(overrides), reference, scale.total_budget,
+                                          scale.max_budget)
+
+
+def searched_front(problem: search_efficiency.Problem, search_dir: Path) -> tuple[pd.DataFrame, list[Candidate]]:
+    """SMAC seed 0's Pareto front (its trials' validation objectives) and a candidate per configuration."""
+    result = SearchResult.load(search_dir / problem.name / "smac" / "seed0" / "search")
+    candidates = []
+    for config in map(json.loads, result.pareto_front["config"]):
+        lr = config.get("lr_adam", config.get("lr_sgd"))
+        name = f"SMAC {config['op0']}{config['op1']}{config['op2']} {config['head']} {config['optimizer']} {lr:.2g}"
+        candidates.append(Candidate(name, "searched", tuple(problem.space.overrides(config))))
+    return result.pareto_front.assign(model=[c.name for c in candidates]), candidates
+
+
+def summarize_seeds(runs: pd.DataFrame) -> pd.DataFrame:
+    """Mean and standard error over seeds of every val/test objective, per model."""
+    columns = [f"{split}/{name}" for split in SPLITS for name in OBJECTIVES]
+    grouped = runs.groupby(["model", "kind"], sort=False)[columns]
+    summary = grouped.mean().add_suffix("_mean").join(grouped.sem().add_suffix("_sem"))
+    return summary.join(grouped.size().rename("n_seeds")).reset_index()
+
+
+def run_mitigations(models: Sequence[Candidate], scale: Scale, overrides: Sequence[str], out: Path) -> pd.DataFrame:
+    cfg = compose_config("compare", ["logger=none", "name=showcase"], output_dir=out / "mitigations")
+    cfg.models = {model.name: list(model.overrides) or ["seed=0"] for model in models}
+    cfg.train_overrides = list(overrides)
+    cfg.seeds = scale.compare_seeds
+    cfg.mitigations = ["none", *scale.mitigations]
+    cfg.metrics = list(OBJECTIVES[1:])
+    run_comparison(cfg)
+    return pd.read_csv(out / "mitigations" / "runs.csv")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=REPOSITORY / "outputs" / "showcase")
+    parser.add_argument("--quick", action="store_true", help="tiny data and budgets: a smoke test of every stage")
+    parser.add_argument("--trainer", default="cpu", help="conf/trainer/ group (cpu; gpu on a CUDA machine)")
+    parser.add_argument("--logger", choices=["wandb", "none"], default="wandb", help="the report's own run")
+    for field in ("noise_seeds", "search_seeds", "final_seeds", "compare_seeds", "adverm_seeds"):
+        parser.add_argument(f"--{field.replace('_', '-')}", type=int)
+    parser.add_argument("--total-budget", type=float, help="consumed epochs per search")
+    args = parser.parse_args(argv)
+    scale = QUICK if args.quick else Scale()
+    changes = {field: getattr(args, field) for field in ("noise_seeds", "search_seeds", "final_seeds",
+                                                         "compare_seeds", "adverm_seeds", "total_budget")}
+    bad = [f"--{name.replace('_', '-')}={value}" for name, value in changes.items() if value is not None and value < 1]
+    if bad:
+        parser.error(f"{', '.join(bad)}: must be >= 1")
+    scale = dataclasses.replace(scale, **{name: value for name, value in changes.items() if value is not None})
+    if scale.total_budget < scale.max_budget:
+        parser.error(f"--total-budget={scale.total_budget:g} is below one full trial ({scale.max_budget} epochs)")
+    search_efficiency.quiet_training_logs()
+    torch.set_num_threads(1)  # tiny models: intra-op threads only thrash on shared cores
+
+    out, runs = args.out, args.out / "runs"
+    overrides = base_overrides(scale, args.trainer)
+    compose_config("train", overrides, output_dir=".")  # every override checked before anything trains
+    timings: dict[str, float] = {}
+
+    def stage(name: str):
+        print(f"[showcase] {name} ...", file=sys.stderr, flush=True)
+        timings[name] = time.perf_counter()
+
+    def done(name: str) -> None:
+        timings[name] = time.perf_counter() - timings[name]
+
+    stage("noise")
+    noise = train_seeds(DEFAULT_MODEL, range(scale.noise_seeds), overrides, runs / "noise")
+    done("noise")
+
+    stage("sweep")
+    sweep = pd.concat([train_seeds(c, [0], overrides, runs / "sweep") for c in hand_designed(scale)])
+    sweep_front = pareto_rows(sweep, ["val/error", "val/rank_disparity"])
+    done("sweep")
+
+    stage("search")
+    problem = search_problem(scale, overrides, noise)
+    search_runs = search_efficiency.benchmark(problem, methods=["smac", "random"], seeds=range(scale.search_seeds),
+                                              total_budget=scale.total_budget, work_dir=runs / "search")
+    done("search")
+
+    stage("final")
+    front, front_candidates = searched_front(problem, runs / "search")
+    final_seeds = fresh_seeds([0], scale.final_seeds)
+    hand_candidates = [c for c in hand_designed(scale) if c.name in set(sweep_front["model"])]
+    final_runs = pd.concat([
+        noise,
+        *(train_seeds(c, final_seeds, overrides, runs / "final") for c in hand_candidates),
+        *(train_seeds(c, final_seeds, overrides, runs / "final") for c in front_candidates),
+    ])
+    final = summarize_seeds(final_runs)
+    done("final")
+
+    stage("mitigations")
+    best = {kind: final[final["kind"] == kind].sort_values("val/error_mean").iloc[0]["model"]
+            for kind in ("searched", "hand-designed")}
+    by_name = {c.name: c for c in [DEFAULT_MODEL, *front_candidates, *hand_candidates]}
+    compared = [DEFAULT_MODEL, by_name[best["searched"]], by_name[best["hand-designed"]]]
+    mitigations = run_mitigations(compared, scale, overrides, out)
+    adverm = pd.concat([
+        train_seeds(Candidate("plain", "default", ("eval.robustness_bias=true",)), range(scale.adverm_seeds),
+                    [*overrides, *ADVERM_OVERRIDES[1:]], runs / "adverm"),
+        train_seeds(Candidate("AdvERM", "default", ADVERM_OVERRIDES), range(scale.adverm_seeds), overrides,
+                    runs / "adverm"),
+    ])
+    done("mitigations")
+
+    stage("transfer")
+    transfer_overrides = [*overrides, *TRANSFER_OVERRIDES]
+    transfer = summarize_seeds(pd.concat([train_seeds(c, final_seeds, transfer_overrides, runs / "transfer")
+                                          for c in compared]))
+    done("transfer")
+
+    cfg = compose_config("train", [*overrides, f"logger={args.logger}"], output_dir=out)
+    settings = {"scale": dataclasses.asdict(scale), "overrides": overrides, "transfer": list(TRANSFER_OVERRIDES),
+                "reference_point": list(problem.reference_point),
+                "data": OmegaConf.to_container(cfg.data.table, resolve=True)}
+    with Report(cfg, output_dir=out, config=settings, name="showcase", job_type="showcase") as report:
+        write_report(report, settings=settings, timings=timings, noise=noise, sweep=sweep, search_runs=search_runs,
+                     problem=problem, front=front, final=final, mitigations=mitigations, adverm=adverm,
+                     transfer=transfer, search_dir=runs / "search")
+    print(f"[showcase] report: {out / 'report.md'} ({sum(timings.values()) / 60:.1f} min)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
