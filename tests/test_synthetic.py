@@ -99,19 +99,19 @@ def test_second_call_reuses_the_cache(tmp_path: Path, monkeypatch: pytest.Monkey
 
 def test_interrupted_render_leaves_nothing_that_looks_complete(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
-    real_render = synthetic_dataset.render_face
+    real_render = synthetic_dataset.render_face_with_mask
 
-    def crash_on_fifth(*args: object) -> Image.Image:
+    def crash_on_fifth(*args: object) -> tuple[Image.Image, Image.Image]:
         calls.append(1)
         if len(calls) == 5:
             raise KeyboardInterrupt
         return real_render(*args)
 
-    monkeypatch.setattr(synthetic_dataset, "render_face", crash_on_fifth)
+    monkeypatch.setattr(synthetic_dataset, "render_face_with_mask", crash_on_fifth)
     with pytest.raises(KeyboardInterrupt):
         render_synthetic_faces(SMALL, tmp_path)
     assert list(tmp_path.iterdir()) == []
-    monkeypatch.setattr(synthetic_dataset, "render_face", real_render)
+    monkeypatch.setattr(synthetic_dataset, "render_face_with_mask", real_render)
     root = render_synthetic_faces(SMALL, tmp_path)
     assert len(read_rows(root / "metadata.csv")) == 48
 

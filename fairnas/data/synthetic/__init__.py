@@ -1,8 +1,12 @@
 """Procedurally rendered synthetic faces: the embedded default data set, with controllable group bias.
 
 ``render_synthetic_faces(SyntheticFaceSpec(...), cache_dir)`` draws cartoon faces with numpy + PIL and writes
-them in the generic on-disk format (``metadata.csv`` with ``path, identity, split, group`` and nuisance
-columns). Same spec, same bytes; each spec is rendered once into ``cache_dir/<hash of the spec>``.
+them in the generic on-disk format (``metadata.csv`` with ``path, identity, split, group``, nuisance columns and
+``mask``). Every image ``images/<identity>/<nnn>.png`` has a part mask ``masks/<identity>/<nnn>.png``: a mode-L
+label map of the image's size whose pixel value indexes :data:`fairnas.data.masks.MASK_PARTS` (background, skin,
+hair, ears, eyes, brows, nose, mouth, glasses, hat), drawn with the same shapes as the image, which the
+Attention-IoU audit reads for its mask scores. Same spec, same bytes; each spec is rendered once into
+``cache_dir/<hash of the spec>``.
 
 What makes an identity: face width/height and jaw, skin tone and warmth, eye spacing/level/size/openness and
 iris colour, brow thickness/slope/gap, nose length/width, mouth position/width/lips/curvature, hair style,

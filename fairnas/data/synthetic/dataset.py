@@ -13,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
+from fairnas.data.masks import MASK_COLUMN
 from fairnas.data.synthetic.identities import FACE_PARAMETERS, FaceIdentity, sample_identities
-from fairnas.data.synthetic.rendering import render_face, sample_conditions
+from fairnas.data.synthetic.rendering import render_face_with_mask, sample_conditions
 from fairnas.data.synthetic.spec import RENDERER_VERSION, SyntheticFaceSpec
 
 METADATA_FILE = "metadata.csv"
@@ -22,16 +23,18 @@ IDENTITIES_FILE = "identities.csv"
 SPEC_FILE = "spec.json"
 COMPLETE_MARKER = ".complete"
 NUISANCE_COLUMNS = ("illumination", "light_gradient", "contrast", "yaw", "roll", "scale", "occluder", "noise")
-METADATA_COLUMNS = ("path", "identity", "split", "group", *NUISANCE_COLUMNS)
+METADATA_COLUMNS = ("path", "identity", "split", "group", *NUISANCE_COLUMNS, MASK_COLUMN)
 
 
 def render_synthetic_faces(spec: SyntheticFaceSpec, cache_dir: str | PathLike[str]) -> Path:
     """Render ``spec`` under ``cache_dir/<spec.cache_key()>`` unless already complete there; return that root.
 
-    The root holds ``images/<identity>/<nnn>.png``, ``metadata.csv`` (one row per image: METADATA_COLUMNS),
-    ``identities.csv`` (group, split and facial parameters per identity), ``spec.json`` and a completion
-    marker. Rendering happens in a hidden sibling directory that is renamed into place at the end, so an
-    interrupted run never leaves a root that looks complete.
+    The root holds ``images/<identity>/<nnn>.png``, their part masks ``masks/<identity>/<nnn>.png`` (mode-L label
+    maps of :data:`fairnas.data.masks.MASK_PARTS` indices, see :mod:`~fairnas.data.synthetic.rendering`),
+    ``metadata.csv`` (one row per image: METADATA_COLUMNS; ``mask`` is the mask's path), ``identities.csv``
+    (group, split and facial parameters per identity), ``spec.json`` and a completion marker. Rendering happens
+    in a hidden sibling directory that is renamed into place at the end, so an interrupted run never leaves a
+    root that looks complete.
     """
     cache_dir = Path(cache_dir)
     root = cache_dir / spec.cache_key()
@@ -63,14 +66,19 @@ def _write_dataset(spec: SyntheticFaceSpec, root: Path) -> None:
     identities = sample_identities(spec)
     rows = []
     for index, identity in enumerate(identities):
-        (root / "images" / identity.name).mkdir(parents=True)
+        for folder in ("images", "masks"):
+            (root / folder / identity.name).mkdir(parents=True)
         for image_index in range(spec.images_per_identity):
             rng = np.random.default_rng([spec.seed, 1, index, image_index])
             conditions = sample_conditions(spec, identity.group, rng)
             relative_path = f"images/{identity.name}/{image_index:03d}.png"
-            render_face(identity.parameters, conditions, spec.image_size, rng).save(root / relative_path, "PNG")
+            mask_path = f"masks/{identity.name}/{image_index:03d}.png"
+            image, mask = render_face_with_mask(identity.parameters, conditions, spec.image_size, rng)
+            image.save(root / relative_path, "PNG")
+            mask.save(root / mask_path, "PNG")
             labels = {"path": relative_path, "identity": identity.name, "split": identity.split}
-            rows.append({**labels, "group": spec.group_names[identity.group], **conditions.metadata()})
+            rows.append({**labels, "group": spec.group_names[identity.group], **conditions.metadata(),
+                         MASK_COLUMN: mask_path})
     _write_csv(root / METADATA_FILE, METADATA_COLUMNS, rows)
     _write_csv(root / IDENTITIES_FILE, _identity_columns(), _identity_rows(spec, identities))
     spec_json = {"renderer_version": RENDERER_VERSION, **dataclasses.asdict(spec)}

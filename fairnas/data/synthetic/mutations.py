@@ -3,7 +3,8 @@
 **Re-rendering.** A synthetic data set's folder holds ``spec.json``; image ``image_index`` of identity number
 ``index`` (the order of :func:`~fairnas.data.synthetic.identities.sample_identities`) was drawn with
 ``rng = default_rng([seed, 1, index, image_index])``, ``sample_conditions(spec, group, rng)`` and
-``render_face(parameters, conditions, image_size, rng)``. :class:`SyntheticSource` replays exactly that, so it
+``render_face_with_mask(parameters, conditions, image_size, rng)``, whose image is ``render_face``'s (the part
+mask does not change a pixel). :class:`SyntheticSource` replays that with ``render_face``, so it
 reproduces the file on disk pixel for pixel, and renders the *same person in the same photo* (same background,
 clothing, lighting gradient, noise) with chosen nuisances replaced: no inpainting, no artefacts.
 

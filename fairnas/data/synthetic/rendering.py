@@ -4,6 +4,15 @@ Every shape is a polygon in face-local coordinates (x right, y down, unit = imag
 with a depth z. A pose maps it to the canvas: yaw squashes x by cos(yaw) and shifts raised features by
 z * sin(yaw), then scale and roll act about the face centre. Faces are drawn at SUPERSAMPLE x resolution and
 box-downsampled (anti-aliasing); illumination, contrast and noise are applied to the downsampled pixels.
+
+Part masks. Every shape is drawn a second time, with the same geometry, into a label image where the pixel value
+is the index in :data:`~fairnas.data.masks.MASK_PARTS` of the part it belongs to (0 = background; later shapes
+overwrite earlier ones, as in the colour image): hair behind the head and the hair cap -> hair, neck and face ->
+skin, ears, eyes (sclera, its outline, iris, pupil), brows, nose (wedge, nostrils), mouth (lips, lip line),
+glasses (rims, temples, bridge), hat (crown, brim); clothing and the backdrop stay background. The label image is
+downsampled by a majority vote over each SUPERSAMPLE x SUPERSAMPLE block (ties go to the later part in
+MASK_PARTS, i.e. to the smaller facial feature), so a pixel's label is the part covering most of it.
+Photometrics (illumination, contrast, noise) do not touch the labels.
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ from collections.abc import Mapping
 import numpy as np
 from PIL import Image, ImageDraw
 
+from fairnas.data.masks import MASK_PARTS
 from fairnas.data.synthetic.spec import SyntheticFaceSpec
 
 SUPERSAMPLE = 4
@@ -111,12 +121,18 @@ def _points(xs: np.ndarray, ys: np.ndarray, z: float) -> np.ndarray:
 
 
 class _Canvas:
-    """Supersampled drawing surface that poses face-local points before drawing them."""
+    """Supersampled drawing surface that poses face-local points before drawing them.
 
-    def __init__(self, image_size: int, conditions: ImageConditions) -> None:
+    With ``labels`` it keeps a parallel label image (mode L, 0 = background) into which every shape is drawn with
+    the same geometry and the index in MASK_PARTS of its ``part`` as the value.
+    """
+
+    def __init__(self, image_size: int, conditions: ImageConditions, labels: bool = False) -> None:
         self.side = image_size * SUPERSAMPLE
         self.image = Image.new("RGB", (self.side, self.side), conditions.background)
         self.draw = ImageDraw.Draw(self.image)
+        self.labels = Image.new("L", (self.side, self.side), 0) if labels else None
+        self._label_draw = ImageDraw.Draw(self.labels) if labels else None
         yaw, roll = np.radians(conditions.yaw), np.radians(conditions.roll)
         self._cos_yaw, self._sin_yaw = np.cos(yaw), np.sin(yaw)
         rotation = np.array([[np.cos(roll), -np.sin(roll)], [np.sin(roll), np.cos(roll)]])
@@ -131,14 +147,27 @@ class _Canvas:
     def width(self, fraction: float) -> int:
         return max(1, round(fraction * self.side))
 
-    def fill(self, points: np.ndarray, colour: Colour, outline: Colour | None = None, width: float = 0.0) -> None:
-        self.draw.polygon(self.pose(points), fill=colour, outline=outline, width=self.width(width) if outline else 1)
+    def fill(self, points: np.ndarray, colour: Colour, part: str, outline: Colour | None = None,
+             width: float = 0.0) -> None:
+        posed = self.pose(points)
+        self.draw.polygon(posed, fill=colour, outline=outline, width=self.width(width) if outline else 1)
+        if self._label_draw is not None:
+            label = MASK_PARTS.index(part)
+            self._label_draw.polygon(posed, fill=label)
+            if outline:  # separately: PIL skips an outline whose value equals the fill's
+                self._label_draw.polygon(posed, outline=label, width=self.width(width))
 
-    def ring(self, points: np.ndarray, colour: Colour, width: float) -> None:
-        self.draw.polygon(self.pose(points), outline=colour, width=self.width(width))
+    def ring(self, points: np.ndarray, colour: Colour, part: str, width: float) -> None:
+        posed = self.pose(points)
+        self.draw.polygon(posed, outline=colour, width=self.width(width))
+        if self._label_draw is not None:
+            self._label_draw.polygon(posed, outline=MASK_PARTS.index(part), width=self.width(width))
 
-    def line(self, points: np.ndarray, colour: Colour, width: float) -> None:
-        self.draw.line(self.pose(points), fill=colour, width=self.width(width), joint="curve")
+    def line(self, points: np.ndarray, colour: Colour, part: str, width: float) -> None:
+        posed = self.pose(points)
+        self.draw.line(posed, fill=colour, width=self.width(width), joint="curve")
+        if self._label_draw is not None:
+            self._label_draw.line(posed, fill=MASK_PARTS.index(part), width=self.width(width), joint="curve")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,9 +211,9 @@ def _draw_hair_behind(canvas: _Canvas, face: _Face) -> None:
     if face.style == 2:  # long: a panel falling behind the neck to the shoulders
         xs = np.array([-1.15, -1.2, -1.05, 1.05, 1.2, 1.15]) * a
         ys = np.array([-0.1, 0.9, 1.25, 1.25, 0.9, -0.1]) * b
-        canvas.fill(_points(xs, ys, -0.02), face.hair)
+        canvas.fill(_points(xs, ys, -0.02), face.hair, "hair")
     elif face.style == 5:  # voluminous: a large halo around the head
-        canvas.fill(_ellipse(0.0, -0.2 * b, 1.45 * a, 1.05 * b, -0.02), face.hair)
+        canvas.fill(_ellipse(0.0, -0.2 * b, 1.45 * a, 1.05 * b, -0.02), face.hair, "hair")
 
 
 def _draw_hair_cap(canvas: _Canvas, face: _Face) -> None:
@@ -200,9 +229,9 @@ def _draw_hair_cap(canvas: _Canvas, face: _Face) -> None:
     outer = face.crown(1.07, 1.08, 0.01)
     sides = _points(np.array([1.07 * a]), np.array([side_y]), 0.0)
     cap = np.concatenate([outer, sides, _points(xs, ys, 0.0), sides * [-1, 1, 1]])
-    canvas.fill(cap, face.hair)
+    canvas.fill(cap, face.hair, "hair")
     if face.style == 4:  # bun on top
-        canvas.fill(_ellipse(0.0, -1.12 * b, 0.32 * a, 0.22 * b, 0.0), face.hair)
+        canvas.fill(_ellipse(0.0, -1.12 * b, 0.32 * a, 0.22 * b, 0.0), face.hair, "hair")
 
 
 def _draw_eyes(canvas: _Canvas, face: _Face, iris: Colour) -> None:
@@ -211,9 +240,9 @@ def _draw_eyes(canvas: _Canvas, face: _Face, iris: Colour) -> None:
     iris_r = min(0.95 * ry, 0.55 * rx)
     for side in (-1.0, 1.0):
         cx, cy = side * p["eye_spacing"], p["eye_level"]
-        canvas.fill(_ellipse(cx, cy, rx, ry, 0.06), _SCLERA, outline=_DARK, width=0.006)
-        canvas.fill(_ellipse(cx, cy, iris_r, iris_r, 0.065, n=20), iris)
-        canvas.fill(_ellipse(cx, cy, 0.45 * iris_r, 0.45 * iris_r, 0.07, n=12), _DARK)
+        canvas.fill(_ellipse(cx, cy, rx, ry, 0.06), _SCLERA, "eyes", outline=_DARK, width=0.006)
+        canvas.fill(_ellipse(cx, cy, iris_r, iris_r, 0.065, n=20), iris, "eyes")
+        canvas.fill(_ellipse(cx, cy, 0.45 * iris_r, 0.45 * iris_r, 0.07, n=12), _DARK, "eyes")
 
 
 def _draw_brows(canvas: _Canvas, face: _Face) -> None:
@@ -227,16 +256,16 @@ def _draw_brows(canvas: _Canvas, face: _Face) -> None:
         outer_y = inner_y - p["brow_slope"] * abs(outer_x - inner_x)
         xs = np.array([inner_x, outer_x, outer_x, inner_x])
         ys = np.array([inner_y, outer_y, outer_y - 0.6 * thickness, inner_y - thickness])
-        canvas.fill(_points(xs, ys, 0.07), colour)
+        canvas.fill(_points(xs, ys, 0.07), colour, "brows")
 
 
 def _draw_nose(canvas: _Canvas, face: _Face) -> None:
     p = face.p
     top, tip, w = p["eye_level"] + 0.015, p["eye_level"] + p["nose_length"], p["nose_width"]
     wedge = np.array([[0.0, top, 0.08], [-w, tip, 0.12], [0.0, tip + 0.006, 0.13], [w, tip, 0.12]])
-    canvas.fill(wedge, face.shade(0.86))
+    canvas.fill(wedge, face.shade(0.86), "nose")
     for side in (-1.0, 1.0):
-        canvas.fill(_ellipse(side * 0.5 * w, tip - 0.004, 0.3 * w, 0.17 * w, 0.12, n=12), face.shade(0.45))
+        canvas.fill(_ellipse(side * 0.5 * w, tip - 0.004, 0.3 * w, 0.17 * w, 0.12, n=12), face.shade(0.45), "nose")
 
 
 def _draw_mouth(canvas: _Canvas, face: _Face) -> None:
@@ -247,8 +276,8 @@ def _draw_mouth(canvas: _Canvas, face: _Face) -> None:
     middle = centre_y + p["mouth_curve"] * bulge
     upper = _points(xs, middle - p["lip_thickness"] * np.sqrt(bulge), 0.07)
     lower = _points(xs[::-1], (middle + 1.2 * p["lip_thickness"] * np.sqrt(bulge))[::-1], 0.07)
-    canvas.fill(np.concatenate([upper, lower]), _rgb(0.55 * face.skin + 0.45 * _LIPS))
-    canvas.line(_points(xs, middle, 0.07), _rgb(face.skin * 0.35), 0.005)
+    canvas.fill(np.concatenate([upper, lower]), _rgb(0.55 * face.skin + 0.45 * _LIPS), "mouth")
+    canvas.line(_points(xs, middle, 0.07), _rgb(face.skin * 0.35), "mouth", 0.005)
 
 
 def _draw_occluder(canvas: _Canvas, face: _Face, conditions: ImageConditions) -> None:
@@ -264,29 +293,31 @@ def _draw_one_occluder(canvas: _Canvas, face: _Face, occluder: str, colour: Colo
         rx, ry = 1.5 * p["eye_width"], 1.15 * p["eye_width"]
         for side in (-1.0, 1.0):
             cx = side * p["eye_spacing"]
-            canvas.ring(_ellipse(cx, p["eye_level"], rx, ry, 0.09), colour, 0.012)
+            canvas.ring(_ellipse(cx, p["eye_level"], rx, ry, 0.09), colour, "glasses", 0.012)
             temple = _points(
                 np.array([side * (p["eye_spacing"] + rx), side * p["face_width"]]), np.full(2, p["eye_level"]), 0.05
             )
-            canvas.line(temple, colour, 0.01)
+            canvas.line(temple, colour, "glasses", 0.01)
         bridge_x = p["eye_spacing"] - rx
-        canvas.line(_points(np.array([-bridge_x, bridge_x]), np.full(2, p["eye_level"] - 0.2 * ry), 0.1), colour, 0.01)
+        bridge = _points(np.array([-bridge_x, bridge_x]), np.full(2, p["eye_level"] - 0.2 * ry), 0.1)
+        canvas.line(bridge, colour, "glasses", 0.01)
     elif occluder == "hat":
         brim_y = -0.5 * p["face_height"]
-        canvas.fill(face.crown(1.18, 0.95, -brim_y), colour)
-        canvas.fill(_ellipse(0.0, brim_y, 1.55 * p["face_width"], 0.04, 0.02), _rgb(np.array(colour) * 0.8))
+        canvas.fill(face.crown(1.18, 0.95, -brim_y), colour, "hat")
+        canvas.fill(_ellipse(0.0, brim_y, 1.55 * p["face_width"], 0.04, 0.02), _rgb(np.array(colour) * 0.8), "hat")
 
 
 def _draw_face(canvas: _Canvas, face: _Face, conditions: ImageConditions) -> None:
     a, b = face.p["face_width"], face.p["face_height"]
     _draw_hair_behind(canvas, face)
     neck = _points(np.array([-0.4, -0.45, 0.45, 0.4]) * a, np.array([0.5 * b, b + 0.12, b + 0.12, 0.5 * b]), -0.03)
-    canvas.fill(neck, face.shade(0.82))
-    canvas.fill(_ellipse(0.0, b + 0.3, 0.45, 0.24, -0.05), conditions.clothing)
+    canvas.fill(neck, face.shade(0.82), "skin")
+    canvas.fill(_ellipse(0.0, b + 0.3, 0.45, 0.24, -0.05), conditions.clothing, "background")
     for side in (-1.0, 1.0):
         size = face.p["ear_size"]
-        canvas.fill(_ellipse(side * 0.97 * a, face.p["eye_level"] + 0.02, 0.55 * size, size, -0.01), face.shade(0.9))
-    canvas.fill(face.outline(), face.shade(1.0))
+        ear = _ellipse(side * 0.97 * a, face.p["eye_level"] + 0.02, 0.55 * size, size, -0.01)
+        canvas.fill(ear, face.shade(0.9), "ears")
+    canvas.fill(face.outline(), face.shade(1.0), "skin")
     _draw_hair_cap(canvas, face)
     _draw_eyes(canvas, face, _rgb(_palette(_IRIS, face.p["iris_colour"])))
     _draw_brows(canvas, face)
@@ -308,11 +339,37 @@ def _apply_photometrics(pixels: np.ndarray, conditions: ImageConditions, rng: np
     return np.clip(np.round(image * 255.0), 0, 255).astype(np.uint8)
 
 
+def _majority_labels(labels: Image.Image) -> Image.Image:
+    """Downsample a supersampled label image by SUPERSAMPLE: each pixel takes the label most frequent in its
+    block, ties going to the larger index (the later part in MASK_PARTS)."""
+    width, height = (n // SUPERSAMPLE for n in labels.size)
+    parts = len(MASK_PARTS)
+    blocks = np.asarray(labels).reshape(height, SUPERSAMPLE, width, SUPERSAMPLE).transpose(0, 2, 1, 3)
+    keys = blocks.reshape(height * width, -1) + parts * np.arange(height * width)[:, None]  # (block, label): a bin
+    counts = np.bincount(keys.ravel(), minlength=height * width * parts).reshape(height, width, parts)
+    return Image.fromarray((parts - 1 - counts[:, :, ::-1].argmax(axis=2)).astype(np.uint8))
+
+
+def _render(parameters: Mapping[str, float], conditions: ImageConditions, image_size: int, rng: np.random.Generator,
+            with_mask: bool) -> tuple[Image.Image, Image.Image | None]:
+    canvas = _Canvas(image_size, conditions, labels=with_mask)
+    _draw_face(canvas, _Face.from_parameters(parameters), conditions)
+    pixels = np.asarray(canvas.image.reduce(SUPERSAMPLE))
+    image = Image.fromarray(_apply_photometrics(pixels, conditions, rng))
+    return image, _majority_labels(canvas.labels) if with_mask else None
+
+
 def render_face(
     parameters: Mapping[str, float], conditions: ImageConditions, image_size: int, rng: np.random.Generator
 ) -> Image.Image:
     """Render one ``image_size`` x ``image_size`` RGB face of an identity under ``conditions``; ``rng`` draws noise."""
-    canvas = _Canvas(image_size, conditions)
-    _draw_face(canvas, _Face.from_parameters(parameters), conditions)
-    pixels = np.asarray(canvas.image.reduce(SUPERSAMPLE))
-    return Image.fromarray(_apply_photometrics(pixels, conditions, rng))
+    return _render(parameters, conditions, image_size, rng, with_mask=False)[0]
+
+
+def render_face_with_mask(
+    parameters: Mapping[str, float], conditions: ImageConditions, image_size: int, rng: np.random.Generator
+) -> tuple[Image.Image, Image.Image]:
+    """:func:`render_face`'s image (the same bytes) and its part mask: an ``image_size`` x ``image_size`` mode-L
+    label map whose pixel value is the index in MASK_PARTS of the part covering most of the pixel."""
+    image, mask = _render(parameters, conditions, image_size, rng, with_mask=True)
+    return image, mask
