@@ -162,6 +162,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="tiny data and budgets: a smoke test of every stage")
     parser.add_argument("--trainer", default="cpu", help="conf/trainer/ group (cpu; gpu on a CUDA machine)")
     parser.add_argument("--logger", choices=["wandb", "none"], default="wandb", help="the report's own run")
+    parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's, one per core)")
     for field in ("noise_seeds", "search_seeds", "final_seeds", "compare_seeds", "adverm_seeds"):
         parser.add_argument(f"--{field.replace('_', '-')}", type=int)
     parser.add_argument("--total-budget", type=float, help="consumed epochs per search")
@@ -176,7 +177,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if scale.total_budget < scale.max_budget:
         parser.error(f"--total-budget={scale.total_budget:g} is below one full trial ({scale.max_budget} epochs)")
     search_efficiency.quiet_training_logs()
-    torch.set_num_threads(1)  # tiny models: intra-op threads only thrash on shared cores
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     out, runs = args.out, args.out / "runs"
     overrides = base_overrides(scale, args.trainer)
