@@ -53,6 +53,8 @@ def fmt(mean: float, sem: float, digits: int = 3) -> str:
 
 def verdict(difference: float, sem: float, claimed_sign: int) -> str:
     """'holds' when ``difference`` has the claimed sign by more than one standard error; the margin in s.e."""
+    if difference == 0:
+        return "does not hold (no change: the same value in every seed)"
     if math.isnan(sem) or sem == 0:
         return "holds (one seed: no standard error)" if difference * claimed_sign > 0 else "does not hold (one seed)"
     margin = difference * claimed_sign / sem
