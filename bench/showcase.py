@@ -25,6 +25,8 @@ Writes ``<out>/report.md`` (tables, PNG figures, and for each claim whether it h
 
     PYTHONHASHSEED=0 python bench/showcase.py --out outputs/showcase            # the full pipeline
     PYTHONHASHSEED=0 python bench/showcase.py --quick --out /tmp/showcase       # smoke test, about a minute
+    PYTHONHASHSEED=0 python bench/showcase.py --trainer gpu --max-budget 12 --total-budget 360 \
+        --out outputs/showcase_gpu                                                # longer training, 30 full trials
 """
 
 from __future__ import annotations
@@ -40,11 +42,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from hydra.errors import HydraException
 from omegaconf import OmegaConf
 
 from fairnas.config import compose_config
 from fairnas.search import SearchResult, load_space
 from fairnas.search.pareto import non_dominated_mask
+from fairnas.tasks.checks import check_training_settings
+from fairnas.tasks.cli import USER_ERRORS
 from fairnas.tasks.compare import run_comparison, train_once
 from fairnas.tasks.reporting import Report
 from fairnas.tasks.search import fresh_seeds
@@ -166,10 +171,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     for field in ("noise_seeds", "search_seeds", "final_seeds", "compare_seeds", "adverm_seeds"):
         parser.add_argument(f"--{field.replace('_', '-')}", type=int)
     parser.add_argument("--total-budget", type=float, help="consumed epochs per search")
+    parser.add_argument("--max-budget", type=int, help="epochs of every full training run and search trial")
     args = parser.parse_args(argv)
     scale = QUICK if args.quick else Scale()
     changes = {field: getattr(args, field) for field in ("noise_seeds", "search_seeds", "final_seeds",
-                                                         "compare_seeds", "adverm_seeds", "total_budget")}
+                                                         "compare_seeds", "adverm_seeds", "total_budget",
+                                                         "max_budget")}
     bad = [f"--{name.replace('_', '-')}={value}" for name, value in changes.items() if value is not None and value < 1]
     if bad:
         parser.error(f"{', '.join(bad)}: must be >= 1")
@@ -182,7 +189,10 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     out, runs = args.out, args.out / "runs"
     overrides = base_overrides(scale, args.trainer)
-    compose_config("train", overrides, output_dir=".")  # every override checked before anything trains
+    try:  # every override and the device checked before anything trains or is written
+        check_training_settings(compose_config("train", overrides, output_dir="."))
+    except (*USER_ERRORS, HydraException) as error:
+        parser.error(str(error).splitlines()[0])
     timings: dict[str, float] = {}
 
     def stage(name: str):
@@ -209,6 +219,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     stage("final")
     front, front_candidates = searched_front(problem, runs / "search")
+    if not front_candidates:
+        parser.error(f"--total-budget={scale.total_budget:g}: SMAC seed 0 finished no trial at the full budget "
+                     f"({scale.max_budget} epochs), so there is no searched front; raise it (finished runs are reused)")
     final_seeds = fresh_seeds([0], scale.final_seeds)
     hand_candidates = [c for c in hand_designed(scale) if c.name in set(sweep_front["model"])]
     final_runs = pd.concat([

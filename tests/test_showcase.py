@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
+import torch
 from PIL import Image
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
@@ -69,9 +71,29 @@ def test_quick_pipeline_writes_every_stage_and_claims_that_match_its_tables(tmp_
     assert runs() == trained  # nothing trained again, nothing rewritten
 
 
-def test_a_budget_below_one_trial_stops_before_anything_is_written(tmp_path, cache_dir):
+@pytest.mark.parametrize(("flags", "message"), [
+    (("--total-budget", "1"), "--total-budget=1 is below one full trial (2 epochs)"),
+    (("--max-budget", "6", "--total-budget", "4"), "--total-budget=4 is below one full trial (6 epochs)"),
+    (("--max-budget", "0"), "--max-budget=0: must be >= 1"),
+    (("--trainer", "tpu"), "Could not find 'trainer/tpu'"),
+    pytest.param(("--trainer", "gpu"), "trainer.accelerator=gpu (trainer=gpu, trainer=ddp) needs a CUDA GPU",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="the error is for machines without a GPU")),
+])
+def test_a_budget_below_one_trial_stops_before_anything_is_written(flags, message, tmp_path, cache_dir):
     out = tmp_path / "showcase"
-    result = showcase("--quick", "--total-budget", "1", "--out", str(out), cache_dir=cache_dir)
+    result = showcase("--quick", *flags, "--out", str(out), cache_dir=cache_dir)
     assert result.returncode == 2
-    assert "--total-budget=1 is below one full trial (2 epochs)" in result.stderr.splitlines()[-1]
+    assert message in result.stderr.splitlines()[-1]
     assert not out.exists()
+
+
+def test_a_search_without_a_full_budget_trial_stops_with_one_line_and_keeps_its_runs(tmp_path, cache_dir):
+    # 3 epochs = one full trial: SMAC spends them on lower fidelities first and finishes none at 3 epochs
+    out = tmp_path / "showcase"
+    result = showcase("--quick", "--max-budget", "3", "--total-budget", "3", "--out", str(out), "--logger", "none",
+                      cache_dir=cache_dir)
+    assert result.returncode == 2
+    assert ("--total-budget=3: SMAC seed 0 finished no trial at the full budget (3 epochs)"
+            in result.stderr.splitlines()[-1])
+    assert not (out / "report.md").exists()
+    assert (out / "runs" / "noise").is_dir()
