@@ -25,7 +25,7 @@ Writes ``<out>/report.md`` (tables, PNG figures, and for each claim whether it h
 
     PYTHONHASHSEED=0 python bench/showcase.py --out outputs/showcase            # the full pipeline
     PYTHONHASHSEED=0 python bench/showcase.py --quick --out /tmp/showcase       # smoke test, about a minute
-    PYTHONHASHSEED=0 python bench/showcase.py --trainer gpu --max-budget 12 --total-budget 360 \
+    PYTHONHASHSEED=0 python bench/showcase.py --trainer gpu --max-budget 12 --total-budget 360 \\
         --out outputs/showcase_gpu                                                # longer training, 30 full trials
 """
 
@@ -92,6 +92,14 @@ QUICK = Scale(
                "data.batch_size=16", "embedding_dim=16",
                "eval.robustness.max_probes=8", "eval.robustness.estimator.steps=2"),
 )
+
+
+# The Scale fields a flag may change: type and help.
+SCALE_FLAGS = {
+    **{f"{stage}_seeds": (int, None) for stage in ("noise", "search", "final", "compare", "adverm")},
+    "total_budget": (float, "consumed epochs per search"),
+    "max_budget": (int, "epochs of every full training run and search trial"),
+}
 
 
 def base_overrides(scale: Scale, trainer: str) -> list[str]:
@@ -168,15 +176,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--trainer", default="cpu", help="conf/trainer/ group (cpu; gpu on a CUDA machine)")
     parser.add_argument("--logger", choices=["wandb", "none"], default="wandb", help="the report's own run")
     parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's, one per core)")
-    for field in ("noise_seeds", "search_seeds", "final_seeds", "compare_seeds", "adverm_seeds"):
-        parser.add_argument(f"--{field.replace('_', '-')}", type=int)
-    parser.add_argument("--total-budget", type=float, help="consumed epochs per search")
-    parser.add_argument("--max-budget", type=int, help="epochs of every full training run and search trial")
+    for field, (kind, description) in SCALE_FLAGS.items():
+        parser.add_argument(f"--{field.replace('_', '-')}", type=kind, help=description)
     args = parser.parse_args(argv)
     scale = QUICK if args.quick else Scale()
-    changes = {field: getattr(args, field) for field in ("noise_seeds", "search_seeds", "final_seeds",
-                                                         "compare_seeds", "adverm_seeds", "total_budget",
-                                                         "max_budget")}
+    changes = {field: getattr(args, field) for field in SCALE_FLAGS}
     bad = [f"--{name.replace('_', '-')}={value}" for name, value in changes.items() if value is not None and value < 1]
     if bad:
         parser.error(f"{', '.join(bad)}: must be >= 1")

@@ -79,7 +79,7 @@ def test_quick_pipeline_writes_every_stage_and_claims_that_match_its_tables(tmp_
     pytest.param(("--trainer", "gpu"), "trainer.accelerator=gpu (trainer=gpu, trainer=ddp) needs a CUDA GPU",
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason="the error is for machines without a GPU")),
 ])
-def test_a_budget_below_one_trial_stops_before_anything_is_written(flags, message, tmp_path, cache_dir):
+def test_bad_flags_stop_with_one_line_before_anything_is_written(flags, message, tmp_path, cache_dir):
     out = tmp_path / "showcase"
     result = showcase("--quick", *flags, "--out", str(out), cache_dir=cache_dir)
     assert result.returncode == 2
