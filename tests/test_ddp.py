@@ -39,4 +39,5 @@ def test_two_process_ddp_metrics_equal_one_process_on_the_same_weights(cache_dir
     for stage in ("val", "test"):
         one = {key: value for key, value in loaded.module.evaluations[stage].items() if key != "epoch"}
         assert one["n_probes"] == ddp[stage]["n_probes"]
-        assert {key: ddp[stage][key] for key in one} == pytest.approx(one, rel=1e-6, abs=1e-9)
+        for key, value in one.items():
+            assert float(ddp[stage][key]) == pytest.approx(value, rel=1e-6, abs=1e-9), (stage, key)

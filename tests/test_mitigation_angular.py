@@ -95,7 +95,7 @@ def test_training_step_passes_the_policy_margins_to_the_head(tiny_config):
     module, data = build_model(cfg)
     seen = {}
     module.head.register_forward_hook(lambda head, args, kwargs, output: seen.update(kwargs), with_kwargs=True)
-    batch = next(iter(data.train_dataloader()))
+    batch = data.on_after_batch_transfer(next(iter(data.train_dataloader())), 0)
     module.training_step(batch, 0)
 
     expected = module.head.margin + EXTRA * (batch["group"] == data.group_order.index("g1")).float()

@@ -67,10 +67,12 @@ def test_regularizers_enter_the_loss_with_their_weight(tiny_config, tmp_path):
     pytest.param((), id="deterministic"),
     pytest.param(("dropout=0.3",), id="dropout"),
     pytest.param(("backbone=timm", "backbone.name=resnet18", "+backbone.drop_path_rate=0.1"), id="drop_path"),
+    pytest.param(("data.in_memory=false", "data.num_workers=2", "dropout=0.3"), id="file_path_2_workers"),
 ])
 def test_continuing_from_a_checkpoint_equals_training_directly(tiny_config, tmp_path, randomness):
-    """The schedule's horizon is fixed, batches depend only on (seed, epoch), and the checkpoint carries the RNG
-    states (dropout, drop-path draws): resuming changes nothing."""
+    """The schedule's horizon is fixed, batches and their augmentation depend only on (seed, epoch), and dropout and
+    drop-path draws only on (seed, epoch, batch): resuming changes nothing, on the in-memory path (the synthetic
+    faces' default) and on the file path with DataLoader workers."""
     common = ("scheduler.horizon_epochs=3", "logger=none", "data.transforms.hflip=0.5", *randomness)
     direct = train(tiny_config(*common, "trainer.max_epochs=2", output_dir=tmp_path / "direct"))
     train(tiny_config(*common, "trainer.max_epochs=1", output_dir=tmp_path / "short"))

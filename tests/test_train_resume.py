@@ -32,10 +32,16 @@ def test_bad_resume_is_one_line_naming_the_key(tiny_config, tmp_path, overrides,
     assert not (tmp_path / "run" / "config.yaml").exists()
 
 
-def test_killed_run_resumed_with_auto_equals_the_uninterrupted_run(cache_dir, tmp_path):
+@pytest.mark.parametrize("data_path", [
+    pytest.param(["data.in_memory=true"], id="in_memory"),
+    pytest.param(["data.in_memory=false", "data.num_workers=2"], id="file_path_2_workers"),
+])
+def test_killed_run_resumed_with_auto_equals_the_uninterrupted_run(cache_dir, tmp_path, data_path):
     """All three runs are ``python train.py`` processes: the same command is what a user re-runs, and in-process
-    runs could differ from a subprocess in thread settings an earlier test changed (float summation order)."""
-    overrides = [*TINY_DATA, f"paths.cache_dir={cache_dir}", *RUN, "resume=auto"]
+    runs could differ from a subprocess in thread settings an earlier test changed (float summation order). With
+    persistent DataLoader workers a resumed run once replayed the previous epoch's batches (see the README's
+    "Resuming an interrupted run"); the file-path case guards against that."""
+    overrides = [*TINY_DATA, f"paths.cache_dir={cache_dir}", *RUN, *data_path, "resume=auto"]
     run, direct = tmp_path / "run", tmp_path / "direct"
     last = run / "checkpoints" / "last.ckpt"
     with open(tmp_path / "stderr.txt", "wb") as stderr:

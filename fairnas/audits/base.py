@@ -51,7 +51,7 @@ class AuditData:
     @property
     def dataset(self) -> FaceImageDataset:
         """The split with evaluation transforms (resize, centre crop, normalise)."""
-        return self.datamodule.dataset(self.split, train_transforms=False)
+        return self.datamodule.dataset(self.split)
 
     @property
     def frame(self) -> pd.DataFrame:

@@ -1,6 +1,17 @@
-"""Data: the generic on-disk format, the data module, transforms and the embedded synthetic faces."""
+"""Data: the generic on-disk format, the data module, transforms and the embedded synthetic faces.
 
-from fairnas.data.datamodule import FaceDataModule
+:class:`FaceDataModule` is imported on first use, so that the pieces without Lightning (tables, formats,
+transforms, the decoded-image cache) import without it.
+"""
+
 from fairnas.data.table import FaceTable, read_generic
 
 __all__ = ["FaceDataModule", "FaceTable", "read_generic"]
+
+
+def __getattr__(name: str):
+    if name == "FaceDataModule":
+        from fairnas.data.datamodule import FaceDataModule
+
+        return FaceDataModule
+    raise AttributeError(f"module 'fairnas.data' has no attribute {name!r}")

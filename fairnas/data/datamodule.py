@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -11,9 +13,10 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
-from fairnas.data.dataset import EpochSeededSampler, FaceImageDataset
+from fairnas.data.dataset import DecodedBatches, EpochSeededBatches, EpochSeededSampler, FaceImageDataset
+from fairnas.data.decoded import decoded_bytes, decoded_images
 from fairnas.data.table import SPLITS, FaceTable, apply_subset_rules
-from fairnas.data.transforms import build_transforms
+from fairnas.data.transforms import BatchTransform, TransformSettings, eval_transforms, resize_transform
 
 
 class FaceDataModule(pl.LightningDataModule):
@@ -29,6 +32,15 @@ class FaceDataModule(pl.LightningDataModule):
     ``seed`` (the run's training seed) drives shuffling and augmentation; ``subset_seed`` alone decides which
     identities and images the subset rules keep in every split, so runs with different training seeds train and
     evaluate on the same identities.
+
+    Loaders deliver resized uint8 pixels, from one of two paths (:mod:`fairnas.data.dataset`): ``in_memory=true``
+    decodes every image of a split once into an array cached under ``decoded_dir``
+    (:func:`~fairnas.data.decoded.decoded_images`) and gathers batches from it; ``false`` opens the files per item in
+    ``num_workers`` DataLoader workers; ``auto`` holds the splits in memory when their decoded size is at most
+    ``in_memory_limit_gb``. :meth:`on_after_batch_transfer`, which Lightning calls once the batch is on the model's
+    device, crops, flips and normalises it there (:class:`~fairnas.data.transforms.BatchTransform`): the same images
+    and augmentation on either path. :meth:`dataset` gives a split's images one at a time with the evaluation
+    transform (audits, probes).
     """
 
     def __init__(
@@ -43,6 +55,9 @@ class FaceDataModule(pl.LightningDataModule):
         batch_size: int = 64,
         eval_batch_size: int = 256,
         num_workers: int | str = 0,
+        in_memory: bool | str = False,
+        in_memory_limit_gb: float = 4.0,
+        decoded_dir: str | Path | None = None,
         seed: int = 0,
         subset_seed: int = 0,
     ):
@@ -52,11 +67,15 @@ class FaceDataModule(pl.LightningDataModule):
             batch_size, eval_batch_size, resolve_num_workers(num_workers), seed,
         )
         self.transforms = dict(transforms or {})
+        self.transform_settings = TransformSettings(**self.transforms)
+        self.in_memory_setting = check_in_memory(in_memory, in_memory_limit_gb)
+        self.in_memory_limit_gb, self.decoded_dir = in_memory_limit_gb, decoded_dir
         self.rules = dict(min_images=min_images, balance_identities=balance_identities,
                           max_images_per_group=max_images_per_group, seed=subset_seed)
         self.requested_group_order = group_order
         self.table: FaceTable | None = None
         self.splits: dict[str, pd.DataFrame] = {}
+        self._decoded: dict[str, np.ndarray] = {}
 
     def prepare_data(self) -> None:
         """Render or index the data set (Lightning calls this once per node before :meth:`setup`)."""
@@ -107,39 +126,84 @@ class FaceDataModule(pl.LightningDataModule):
         lookup = {g: i for i, g in enumerate(self.group_order)}
         return frame[self.table.attribute].map(lambda g: lookup.get(g, -1)).to_numpy()
 
-    def dataset(self, split: str, train_transforms: bool | None = None) -> FaceImageDataset:
+    def dataset(self, split: str) -> FaceImageDataset:
+        """The images of ``split`` one at a time from their files, with the evaluation transform (normalised)."""
         frame = self.splits[split]
-        if split == "train":
-            labels = self.train_labels
-        else:
-            labels = pd.factorize(frame["identity"], sort=True)[0]
-        transform = build_transforms(train=split == "train" if train_transforms is None else train_transforms,
-                                     **self.transforms)
-        return FaceImageDataset(self.table.root, frame["path"].tolist(), labels, self.group_index(frame),
-                                transform, seed=self.seed)
+        return FaceImageDataset(self.table.root, frame["path"].tolist(), self.labels(split), self.group_index(frame),
+                                eval_transforms(**self.transforms))
 
     def train_groups(self) -> np.ndarray:
         """The protected group name of every training image, in the order of :attr:`train_labels`."""
         return self.splits["train"][self.table.attribute].to_numpy().astype(str)
 
+    @property
+    def in_memory(self) -> bool:
+        """Whether the loaders read decoded arrays (resolved from ``in_memory`` once the splits are known)."""
+        if self.in_memory_setting != "auto":
+            return self.in_memory_setting
+        size = sum(decoded_bytes(len(frame), self.transform_settings.resize) for frame in self.splits.values())
+        return size <= self.in_memory_limit_gb * 2**30
+
     def train_dataloader(self) -> DataLoader:
-        data = self.dataset("train")
-        return self._loader(data, self.batch_size, EpochSeededSampler(len(data), self.seed), drop_last=True)
+        return self._loader("train", self.batch_size, shuffle=True)
 
     def val_dataloader(self) -> DataLoader:
-        return self._eval_loader("val")
+        return self._loader("val", self.eval_batch_size, shuffle=False)
 
     def test_dataloader(self) -> DataLoader:
-        return self._eval_loader("test")
+        return self._loader("test", self.eval_batch_size, shuffle=False)
 
-    def _eval_loader(self, split: str) -> DataLoader:
-        data = self.dataset(split)
-        return self._loader(data, self.eval_batch_size, EpochSeededSampler(len(data), shuffle=False))
+    def on_after_batch_transfer(self, batch: dict, dataloader_idx: int) -> dict:
+        """Training batches (they carry their ``epoch``) cropped and flipped as drawn for each image, evaluation
+        batches centre-cropped; then normalised, on the device the batch is on."""
+        if "epoch" in batch:
+            batch["image"] = self._batch_transform.train(batch["image"], batch["index"], int(batch.pop("epoch")[0]))
+        else:
+            batch["image"] = self._batch_transform.eval(batch["image"])
+        return batch
 
-    def _loader(self, data, batch_size: int, sampler, drop_last: bool = False) -> DataLoader:
-        return DataLoader(data, batch_size=min(batch_size, len(data)), sampler=sampler, drop_last=drop_last,
-                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0,
-                          pin_memory=torch.cuda.is_available())
+    @functools.cached_property
+    def _batch_transform(self) -> BatchTransform:
+        return BatchTransform(self.transform_settings, len(self.splits["train"]), seed=self.seed)
+
+    def labels(self, split: str) -> np.ndarray:
+        """Class index of every image of ``split``: training identities as :attr:`class_names` orders them, held-out
+        identities numbered within their split (only equality matters there)."""
+        if split == "train":
+            return self.train_labels
+        return pd.factorize(self.splits[split]["identity"], sort=True)[0]
+
+    def _loader(self, split: str, batch_size: int, shuffle: bool) -> DataLoader:
+        """Batches of ``split`` (training: shuffled per epoch, the last incomplete batch dropped)."""
+        frame = self.splits[split]
+        labels, groups = self.labels(split), self.group_index(frame)
+        batch_size = min(batch_size, len(frame))
+        pin_memory = torch.cuda.is_available()
+        if self.in_memory:
+            batches = EpochSeededBatches(len(frame), batch_size, self.seed, shuffle=shuffle, drop_last=shuffle)
+            return DataLoader(DecodedBatches(self.decoded_pixels(split), labels, groups), batch_size=None,
+                              sampler=batches, pin_memory=pin_memory)
+        images = FaceImageDataset(self.table.root, frame["path"].tolist(), labels, groups,
+                                  resize_transform(self.transform_settings.resize))
+        return DataLoader(images, batch_size=batch_size, sampler=EpochSeededSampler(len(frame), self.seed, shuffle),
+                          drop_last=shuffle, num_workers=self.num_workers, persistent_workers=self.num_workers > 0,
+                          pin_memory=pin_memory)
+
+    def decoded_pixels(self, split: str) -> np.ndarray:
+        """uint8 [N, 3, resize, resize] of ``split``'s images, decoded once and cached (memory-mapped)."""
+        if split not in self._decoded:
+            self._decoded[split] = decoded_images(self.table.root, self.splits[split]["path"].tolist(),
+                                                  self.transform_settings.resize, self.decoded_dir, self.num_workers)
+        return self._decoded[split]
+
+
+def check_in_memory(in_memory: bool | str, limit_gb: float) -> bool | str:
+    """``data.in_memory`` (true, false or auto) and its limit (GiB of decoded images, positive), checked."""
+    if in_memory not in (True, False, "auto"):
+        raise ValueError(f"data.in_memory={in_memory!r}; allowed: auto, true, false")
+    if isinstance(limit_gb, bool) or not isinstance(limit_gb, (int, float)) or not limit_gb > 0:
+        raise ValueError(f"data.in_memory_limit_gb={limit_gb!r} must be a positive number (GiB)")
+    return in_memory
 
 
 def resolve_num_workers(num_workers: int | str) -> int:

@@ -11,7 +11,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from fairnas.data.dataset import FaceImageDataset
-from fairnas.data.transforms import build_transforms
+from fairnas.data.transforms import eval_transforms
 from fairnas.models.neck import normalized_embedding
 
 
@@ -28,10 +28,10 @@ def embed_images(
     device: str | torch.device = "cpu",
 ) -> np.ndarray:
     """float32 [N, D] unit embeddings of ``root/<path>`` for every path, under the evaluation ``transforms``
-    (the keyword arguments of :func:`~fairnas.data.transforms.build_transforms`, e.g. a run's data.transforms)."""
+    (the keyword arguments of :func:`~fairnas.data.transforms.eval_transforms`, e.g. a run's data.transforms)."""
     n_images = len(paths)
     dataset = FaceImageDataset(root, list(paths), np.zeros(n_images, dtype=int), np.zeros(n_images, dtype=int),
-                               build_transforms(train=False, **transforms))
+                               eval_transforms(**transforms))
     loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers)
     embedder = embedder.eval().to(device)
     batches = [normalized_embedding(embedder, batch["image"].to(device), tta_flip).cpu() for batch in loader]

@@ -56,7 +56,7 @@ class IdentityClassifier(nn.Module):
 
 
 def pixel_normalization(transform: v2.Compose) -> tuple[list[float], list[float]]:
-    """(mean, std) of the ``Normalize`` step of a pipeline from :func:`fairnas.data.transforms.build_transforms`."""
+    """(mean, std) of the ``Normalize`` step of a pipeline from :func:`fairnas.data.transforms.eval_transforms`."""
     for step in transform.transforms:
         if isinstance(step, v2.Normalize):
             return list(step.mean), list(step.std)

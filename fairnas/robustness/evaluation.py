@@ -72,7 +72,7 @@ class RobustnessBiasEvaluation(pl.Callback):
         self._evaluate(trainer, module, "test")
 
     def _evaluate(self, trainer: pl.Trainer, module: pl.LightningModule, stage: str) -> None:
-        dataset = trainer.datamodule.dataset(stage, train_transforms=False)
+        dataset = trainer.datamodule.dataset(stage)
         with torch.inference_mode(False), torch.enable_grad():  # attacks need input gradients
             probes = build_probe_set(module, dataset, split=stage, gallery_images=self.gallery_images,
                                      max_probes=self.max_probes, seed=self.seed, batch_size=self.batch_size)

@@ -113,7 +113,7 @@ def _probe(run: Run, model: str, cfg: DictConfig) -> dict[str, float]:
     """
     split = cfg.linear_probe.split
     log.info("%s: linear probe on the %s split of its training data", model, split)
-    return probe_accuracy(run.embedder, run.data().dataset(split, train_transforms=False), device=run.module.device,
+    return probe_accuracy(run.embedder, run.data().dataset(split), device=run.module.device,
                           batch_size=cfg.batch_size, num_workers=cfg.num_workers, seed=cfg.seed)
 
 

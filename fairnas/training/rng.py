@@ -31,8 +31,14 @@ def batch_seed(seed: int, epoch: int, batch_idx: int, rank: int = 0) -> int:
 
 
 def seed_all(value: int) -> None:
-    """Seed torch (CPU and all CUDA devices), numpy's global RNG and Python's ``random`` with ``value``."""
-    torch.manual_seed(value)  # also seeds every CUDA device
+    """Seed torch (CPU and all CUDA devices), numpy's global RNG and Python's ``random`` with ``value``.
+
+    CUDA is seeded only once it is initialised (a run on the GPU has initialised it before its first batch):
+    ``torch.manual_seed`` would otherwise queue a lazy CUDA seeding call, recording a Python stack trace each time.
+    """
+    torch.default_generator.manual_seed(value)
+    if torch.cuda.is_initialized():
+        torch.cuda.manual_seed_all(value)
     np.random.seed(value % 2**32)
     random.seed(value)
 
