@@ -98,19 +98,20 @@ def bare_loop_spec(cfg, datamodule, overrides: list[str], folder: Path) -> Path:
         arrays[f"{split}_label"] = datamodule.labels(split)
         arrays[f"{split}_group"] = datamodule.group_index(datamodule.splits[split])
     np.savez(folder / "labels.npz", **arrays)
-    pixels = {split: datamodule.decoded_pixels(split).filename for split in ("train", "val", "test")}
+    pixels = {split: str(datamodule.decoded_pixels(split).filename) for split in ("train", "val", "test")}
     spec = {"overrides": overrides, "output_dir": str(folder / "bare"), "labels": str(folder / "labels.npz"),
             "pixels": pixels, "group_order": list(datamodule.group_order)}
     (folder / "spec.json").write_text(json.dumps(spec))
     return folder / "spec.json"
 
 
-def wall_time(command: list[str]) -> float:
+def wall_time(command: list[str]) -> tuple[float, str]:
+    """Seconds a command took, and its standard output."""
     start = time.perf_counter()
     done = subprocess.run(command, cwd=REPOSITORY, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command[:3])} failed:\n{done.stderr[-3000:]}")
-    return time.perf_counter() - start
+    return time.perf_counter() - start, done.stdout
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -160,14 +161,20 @@ def main(argv: list[str] | None = None) -> dict:
             bare_command = [sys.executable, str(REPOSITORY / "bench" / "_bare_loop.py"), str(spec)]
             times: dict[str, list[float]] = {"python train.py": [], "bare loop": []}
             for _ in range(args.runs):
-                times["python train.py"].append(wall_time(train_command))
-                times["bare loop"].append(wall_time(bare_command))
+                times["python train.py"].append(wall_time(train_command)[0])
+                seconds, output = wall_time(bare_command)
+                times["bare loop"].append(seconds)
+            trained = json.loads((folder / "train" / "metrics.json").read_text())
+            bare = json.loads(output.splitlines()[-1])
             best = {name: min(values) for name, values in times.items()}
             print(f"\n{'end to end (process start included)':36} | best of {args.runs} | all runs (s)")
             for name, values in times.items():
                 print(f"{name:36} | {best[name]:7.1f} s | {', '.join(f'{value:.1f}' for value in values)}")
             ratio = best["python train.py"] / best["bare loop"]
             print(f"python train.py / bare loop = {ratio:.2f} (goal <= {END_TO_END_GOAL})")
+            for name, metrics in (("python train.py", trained), ("bare loop", bare)):
+                print(f"{name}: " + ", ".join(f"{split} error {metrics[split]['error']:.4f} rank disparity "
+                                               f"{float(metrics[split]['rank_disparity']):.3f}" for split in ("val", "test")))
             results.update(times=times, end_to_end_ratio=ratio)
     print(f"load average at the end (1/5/15 min): {' '.join(f'{load:.1f}' for load in os.getloadavg())}")
     return results

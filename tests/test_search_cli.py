@@ -42,6 +42,12 @@ def test_search_writes_every_output_and_continues_across_fidelities(tmp_path, ca
     promoted = [json.loads(p.read_text()) for p in out.glob("trials/*/seed*/epochs2/trial.json")]
     continued = [t for t in promoted if t["continued_from_epoch"] == 1]
     assert continued and all(t["epochs_run"] == 1 for t in continued)
+    # A trial validates once, after its last epoch, and skips the test split; the final seeds evaluate it.
+    for row in trials.to_dict("records"):
+        run = out / "trials" / row["config_id"] / f"seed{row['seed']}" / f"epochs{int(row['budget'])}"
+        metrics = json.loads((run / "metrics.json").read_text())
+        assert metrics["test"] is None and metrics["val"]["epoch"] == row["budget"]
+        assert metrics["val"]["error"] == pytest.approx(row["error"])
 
     final = pd.read_csv(out / "final_front.csv")
     assert len(final) == len(result.pareto_front)
@@ -53,8 +59,10 @@ def test_search_writes_every_output_and_continues_across_fidelities(tmp_path, ca
         seeds = json.loads(row["seeds"])
         assert len(seeds) == 2 and not set(seeds) & trial_seeds
         for seed in seeds:
-            run = json.loads((out / "trials" / row["config_id"] / f"seed{seed}" / "epochs2" / "trial.json").read_text())
+            run_dir = out / "trials" / row["config_id"] / f"seed{seed}" / "epochs2"
+            run = json.loads((run_dir / "trial.json").read_text())
             assert run["seed"] == seed and run["continued_from_epoch"] == 0
+            assert json.loads((run_dir / "metrics.json").read_text())["test"]["n_probes"] > 0
 
 
 @pytest.mark.parametrize(

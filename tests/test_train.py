@@ -121,3 +121,16 @@ def test_last_checkpoint_is_the_last_epoch_even_when_validation_does_not_improve
     best = list(checkpoints.glob("best-*.ckpt"))
     assert len(best) == 1 and torch.load(best[0], weights_only=True)["epoch"] == 0
     assert torch.load(checkpoints / "last.ckpt", weights_only=True)["epoch"] == 2
+
+
+def test_without_test_evaluation_and_with_one_validation(tiny_config, tmp_path):
+    """What a search trial runs: ``eval.test=false`` and validation after the last epoch only."""
+    metrics = train(tiny_config("eval.test=false", "trainer.max_epochs=2", "trainer.check_val_every_n_epoch=2",
+                                output_dir=tmp_path / "run"))
+    saved = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["test"] is None and saved["test"] is None and saved["val"]["epoch"] == 2
+    logged = (tmp_path / "run" / "csv" / "version_0" / "metrics.csv").read_text()
+    header = logged.splitlines()[0].split(",")
+    assert not any(name.startswith("test/") for name in header)
+    rows = [line.split(",") for line in logged.splitlines()[1:]]
+    assert sum(row[header.index("val/error")] != "" for row in rows) == 1  # validated once

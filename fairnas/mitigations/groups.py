@@ -74,6 +74,14 @@ class GroupMeasurement(pl.Callback):
         self.best, self.warmup_epochs, self.every_epoch = best, warmup_epochs, every_epoch
         self.measurements: list[dict[str, Any]] = []
 
+    def check_validation_interval(self, every_n_epochs: int) -> None:
+        """A measured group needs the validation of every epoch from ``warmup_epochs`` on; a run that validates
+        less often (``trainer.check_val_every_n_epoch``, e.g. a search trial's) would never or rarely measure it."""
+        if self.measures and every_n_epochs != 1:
+            raise ValueError(f"trainer.check_val_every_n_epoch={every_n_epochs}: the mitigation measures its group "
+                             "from the validation after every epoch; set it to 1, or name the group "
+                             "(mitigation.group or mitigation.reference_metrics)")
+
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         epoch = trainer.current_epoch + 1  # epochs trained
         due = epoch >= self.warmup_epochs and (self.group is None or self.every_epoch)

@@ -97,7 +97,7 @@ def evaluate_front(result: SearchResult, target: TrainingTarget, seeds: Sequence
     rows = []
     for front_row in result.pareto_front.to_dict("records"):
         config = json.loads(front_row["config"])
-        runs = [target.run(config, seed, result.max_budget) for seed in seeds]
+        runs = [target.run(config, seed, result.max_budget, test=True) for seed in seeds]
         values = pd.DataFrame([
             {f"{split}/{name}": float(run[split][name]) for split in ("val", "test") for name in result.objectives}
             for run in runs

@@ -27,6 +27,10 @@ class TrainingTarget:
     Each run lives in ``<trials_dir>/<config id>/seed<seed>/epochs<budget>`` with the usual ``train`` outputs
     plus ``trial.json`` (written last) recording which checkpoint it continued and how many epochs it ran; a run
     whose ``trial.json`` exists is not trained again.
+
+    A trial needs only the metrics of its last epoch on ``split``: it validates once, after its last epoch
+    (``trainer.check_val_every_n_epoch``), and skips the test split unless ``split`` is ``test`` or :meth:`run` is
+    asked for it (the final seeds). These settings come before ``base_overrides``, which may change them.
     """
 
     def __init__(
@@ -52,15 +56,21 @@ class TrainingTarget:
         metrics = self.run(config, seed, budget)
         return {name: metrics[self.split][name] for name in self.objectives}
 
-    def run(self, config: dict[str, Any], seed: int, budget: float) -> dict:
-        """Train ``config`` to ``budget`` epochs (continuing a lower-budget run if allowed); the full metrics."""
+    def run(self, config: dict[str, Any], seed: int, budget: float, test: bool = False) -> dict:
+        """Train ``config`` to ``budget`` epochs (continuing a lower-budget run if allowed); the full metrics, with
+        the test split's when ``test`` (or the objectives' split is ``test``)."""
         n_epochs = epochs(budget)
+        test = test or self.split == "test"
         seed_dir = self.trials_dir / config_id(config) / f"seed{seed}"
         run_dir = seed_dir / f"epochs{n_epochs}"
         if (run_dir / TRIAL_FILE).is_file():  # finished before (e.g. by an interrupted search or final evaluation)
-            return json.loads((run_dir / "metrics.json").read_text())
+            metrics = json.loads((run_dir / "metrics.json").read_text())
+            if metrics.get("test") is not None or not test:
+                return metrics
         previous = self._checkpoint_below(seed_dir, n_epochs) if self.continue_across_fidelities else None
         overrides = [
+            f"trainer.check_val_every_n_epoch={n_epochs}",
+            f"eval.test={str(test).lower()}",
             *self.base_overrides,
             *self.overrides(config),
             f"seed={seed}",

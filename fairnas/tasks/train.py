@@ -41,7 +41,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
 
 def train(cfg: DictConfig) -> dict:
-    """Train and evaluate one model; returns ``{"val": {...}, "test": {...}, "epochs_trained": n, ...}``.
+    """Train and evaluate one model; returns ``{"val": {...}, "test": {...}, "epochs_trained": n, ...}`` (``test``
+    is None with ``eval.test=false``).
 
     Every input is checked while objects are built, before the first training step. Training continues from
     :func:`resume_checkpoint` up to ``trainer.max_epochs``. SensitiveNets without ``mitigation.checkpoint`` first
@@ -59,6 +60,9 @@ def train(cfg: DictConfig) -> dict:
     module, datamodule = build_model(cfg)
     if isinstance(module.margin_policy, pl.Callback):  # Angular measures its group during training
         callbacks.append(module.margin_policy)
+    for callback in callbacks:
+        if isinstance(callback, GroupMeasurement):
+            callback.check_validation_interval(cfg.trainer.get("check_val_every_n_epoch", 1))
     write_text_atomic(output_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     with Report(cfg) as report:
         trainer: pl.Trainer = instantiate(cfg.trainer, precision=supported_precision(cfg.trainer.precision),
@@ -67,11 +71,12 @@ def train(cfg: DictConfig) -> dict:
         trainer.fit(module, datamodule=datamodule, ckpt_path=checkpoint)
         if module.evaluations.get("val", {}).get("epoch") != trainer.current_epoch:
             trainer.validate(module, datamodule=datamodule, verbose=False)
-        trainer.test(module, datamodule=datamodule, verbose=False)
+        if cfg.eval.get("test", True):
+            trainer.test(module, datamodule=datamodule, verbose=False)
 
     metrics = {
         "val": module.evaluations["val"],
-        "test": module.evaluations["test"],
+        "test": module.evaluations.get("test"),
         "epochs_trained": trainer.current_epoch,
         "num_classes": datamodule.num_classes,
         "group_order": datamodule.group_order,
@@ -80,9 +85,9 @@ def train(cfg: DictConfig) -> dict:
     }
     if trainer.is_global_zero:  # every DDP rank computed the same metrics
         write_json_atomic(output_dir / "metrics.json", metrics)
-    log.info("val error %.4f rank disparity %.4f | test error %.4f rank disparity %.4f -> %s",
-             metrics["val"]["error"], metrics["val"]["rank_disparity"],
-             metrics["test"]["error"], metrics["test"]["rank_disparity"], output_dir / "metrics.json")
+    log.info("%s -> %s", " | ".join(f"{split} error {metrics[split]['error']:.4f} rank disparity "
+                                    f"{metrics[split]['rank_disparity']:.4f}" for split in ("val", "test")
+                                    if metrics[split] is not None), output_dir / "metrics.json")
     return metrics
 
 
