@@ -9,7 +9,7 @@ Phases (wall seconds, from Lightning hooks of a timing callback added to the run
 - ``first batch``: from the start of fitting to the first training batch (loaders, decoding, the optimiser);
 - ``training``: training batches, every epoch;
 - ``validation``: the end-of-epoch validation, every epoch (embedding, flip TTA, ranking);
-- ``checkpoints``: from the end of validation to the end of the epoch (best and last checkpoint written);
+- ``checkpoints``: the rest of every epoch, after validation (best and last checkpoint written, epoch-end hooks);
 - ``test``: the final test evaluation, from the end of fitting;
 - ``finish``: from the end of the test to ``train`` returning (logger shutdown, ``metrics.json``).
 
@@ -60,22 +60,25 @@ class Timeline(pl.Callback):
     def on_fit_start(self, trainer, pl_module) -> None:
         self.lap("build")
 
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-        if not self.first_batch_seen:
-            self.first_batch_seen = True
-            self.lap("first batch")
-
     def on_train_epoch_start(self, trainer, pl_module) -> None:
         if self.first_batch_seen:
             self.lap("checkpoints")
 
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self.lap("training" if self.first_batch_seen else "first batch")
+        self.first_batch_seen = True
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.lap("training")
+
     def on_validation_start(self, trainer, pl_module) -> None:
-        if trainer.state.fn == "fit":
-            self.lap("training")
+        self.lap("training" if trainer.state.fn == "fit" else "checkpoints")
 
     def on_validation_end(self, trainer, pl_module) -> None:
-        if trainer.state.fn == "fit":
-            self.lap("validation")
+        self.lap("validation")
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        self.lap("checkpoints")
 
     def on_train_end(self, trainer, pl_module) -> None:
         self.lap("checkpoints")
