@@ -7,7 +7,8 @@ Methods (every one minimises all objectives; same space, budgets and target per 
 - ``smac_scratch``: the same SMAC search, every promoted configuration retrained from scratch (the paper);
 - ``random``: ``run_search`` with ``SearchSettings(strategy="random")``, every configuration trained to the
   maximum budget;
-- ``moasha``: Syne Tune's MO-ASHA (the closest peer: multi-fidelity, multi-objective), see ``_moasha.py``.
+- ``moasha``: ``run_search`` with ``SearchSettings(strategy="moasha")``, Syne Tune's MO-ASHA (the closest peer:
+  multi-fidelity, multi-objective; ``fairnas/search/moasha.py``), promoted configurations continue.
 
 Problems:
 
@@ -20,12 +21,12 @@ Problems:
 
 Equal consumed compute. The unit is the epoch actually trained. Random search pays the maximum budget per
 trial; ``smac_scratch`` pays each trial's budget; ``smac`` pays a promoted configuration only the epochs between
-its highest earlier budget (same seed) and the new one; MO-ASHA pays each trial the epochs from one rung to the
-next. On ``faces`` these are measured: ``TrainingTarget(continue_across_fidelities=True/False)`` trains them and
-its trial records are read with ``epochs_saved`` (a trial that crashes mid-training records none and costs 0).
+its highest earlier budget (same seed) and the new one; MO-ASHA pays each trial (one rung) the epochs from the
+rung below. On ``faces`` these are measured: ``TrainingTarget(continue_across_fidelities=True/False)`` trains them
+and its trial records are read with ``epochs_saved`` (a trial that crashes mid-training records none and costs 0).
 On ``analytic`` nothing trains and the same rule is applied to the calls (``RetrainingCost``). Every run is
-stopped by one rule on consumed compute (``MeteredTarget``): a trial, or an MO-ASHA rung step, starts only
-while the compute consumed is below ``--total-budget``. ``run_search``'s own ``total_budget`` bounds the nominal
+stopped by one rule on consumed compute (``MeteredTarget``): a trial starts only while the compute consumed is
+below ``--total-budget``. ``run_search``'s own ``total_budget`` bounds the nominal
 budget (what retraining from scratch costs) and would hand the continuing search less compute than the others,
 so it is set to a cap that cannot bind first: promotions go up by eta, so continuing saves at most 1/eta of a
 trial's budget and nominal <= eta / (eta - 1) x consumed. The hypervolume at the budget counts the trials that
@@ -165,35 +166,22 @@ def run_method(problem: Problem, method: str, *, seed: int, total_budget: float,
         return pd.read_csv(finished)
     target, meter = problem.make_target(run_dir, method != "smac_scratch")
     metered = MeteredTarget(target, meter, limit=total_budget)
-    if method == "moasha":
-        from _moasha import run_moasha  # Syne Tune is an optional extra
-
-        trials = run_moasha(
-            metered,
-            problem.space.configspace,
-            objectives=problem.objectives,
-            min_budget=problem.min_budget,
-            max_budget=problem.max_budget,
-            eta=problem.eta,
-            seed=seed,
-        )
-    else:
-        nominal_cap = total_budget * problem.eta / (problem.eta - 1) + problem.max_budget
-        settings = SearchSettings(
-            objectives=problem.objectives,
-            min_budget=problem.min_budget,
-            max_budget=problem.max_budget,
-            eta=problem.eta,
-            total_budget=nominal_cap,
-            strategy="random" if method == "random" else "smac",
-            seed=seed,
-            reference_point=problem.reference_point,
-        )
-        try:
-            run_search(metered, problem.space, settings, output_dir=run_dir / "search")
-        except ComputeBudgetReached:
-            pass  # trials.csv holds every finished trial
-        trials = SearchResult.load(run_dir / "search").trials
+    nominal_cap = total_budget * problem.eta / (problem.eta - 1) + problem.max_budget
+    settings = SearchSettings(
+        objectives=problem.objectives,
+        min_budget=problem.min_budget,
+        max_budget=problem.max_budget,
+        eta=problem.eta,
+        total_budget=nominal_cap,
+        strategy="smac" if method == "smac_scratch" else method,
+        seed=seed,
+        reference_point=problem.reference_point,
+    )
+    try:
+        run_search(metered, problem.space, settings, output_dir=run_dir / "search")
+    except ComputeBudgetReached:
+        pass  # trials.csv holds every finished trial
+    trials = SearchResult.load(run_dir / "search").trials
     trials = trials.assign(cost=metered.costs_of(trials))
     write_csv_atomic(trials, finished)
     return trials

@@ -1,4 +1,4 @@
-"""Resuming a search after SIGKILL: no finished trial is lost, repeated or re-run."""
+"""Resuming a search after SIGKILL, with every strategy: no finished trial is lost, repeated or re-run."""
 
 import os
 import signal
@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 REPOSITORY = Path(__file__).resolve().parents[1]  # the script imports bench.analytic from here
 SCRIPT = textwrap.dedent(
@@ -18,7 +19,7 @@ SCRIPT = textwrap.dedent(
     from fairnas.search import SearchSettings, config_id, run_search
 
     problem = NoisyMultiFidelityProblem("zdt1", n_variables=3)
-    output_dir, calls = sys.argv[1], sys.argv[2]
+    output_dir, calls, strategy = sys.argv[1:4]
 
     def target(config, seed, budget):
         with open(calls, "a") as log:
@@ -26,18 +27,19 @@ SCRIPT = textwrap.dedent(
         time.sleep(0.15)
         return problem(config, seed, budget)
 
-    settings = SearchSettings(problem.objectives, min_budget=1, max_budget=4, n_trials=14)
+    settings = SearchSettings(problem.objectives, min_budget=1, max_budget=4, n_trials=14, strategy=strategy,
+                              population_size=4)
     run_search(target, problem.configspace(), settings, output_dir=output_dir)
     """
 )
 N_TRIALS = 14
 
 
-def _start(script, output_dir, calls, log):
+def _start(script, output_dir, calls, log, strategy):
     env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(REPOSITORY)}
     with open(log, "a") as stderr:
         return subprocess.Popen(
-            [sys.executable, str(script), str(output_dir), str(calls)],
+            [sys.executable, str(script), str(output_dir), str(calls), strategy],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=stderr,
@@ -48,13 +50,16 @@ def _rows(path):
     return len(pd.read_csv(path)) if path.exists() else 0
 
 
-def test_sigkill_mid_search_then_rerun_continues_without_lost_or_repeated_trials(tmp_path):
+@pytest.mark.parametrize("strategy", ["smac", "random", "moasha", "nsga2"])
+def test_sigkill_mid_search_then_rerun_continues_without_lost_or_repeated_trials(tmp_path, strategy):
+    if strategy == "moasha":
+        pytest.importorskip("syne_tune")
     script, output_dir, calls = tmp_path / "search.py", tmp_path / "search", tmp_path / "calls.csv"
     log = tmp_path / "stderr.log"
     script.write_text(SCRIPT)
     trials_csv = output_dir / "trials.csv"
 
-    first = _start(script, output_dir, calls, log)
+    first = _start(script, output_dir, calls, log, strategy)
     deadline = time.monotonic() + 120
     while _rows(trials_csv) < 5 and first.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -63,7 +68,7 @@ def test_sigkill_mid_search_then_rerun_continues_without_lost_or_repeated_trials
     before_kill = pd.read_csv(trials_csv)
     assert 5 <= len(before_kill) < N_TRIALS, "the search must be killed mid-way"
 
-    second = _start(script, output_dir, calls, log)
+    second = _start(script, output_dir, calls, log, strategy)
     assert second.wait(timeout=180) == 0, log.read_text()
 
     trials = pd.read_csv(trials_csv)

@@ -19,7 +19,7 @@ VALID = {"objectives": ["f1", "f2"], "min_budget": 1, "max_budget": 4, "n_trials
         ({"n_trials": None}, "give search.n_trials or search.total_budget"),
         ({"total_budget": -1}, "search.total_budget must be > 0, got -1.0"),
         ({"rho": "high"}, "search.rho must be a number, got 'high'"),
-        ({"strategy": "grid"}, "unknown search.strategy 'grid'; allowed: ['smac', 'random']"),
+        ({"strategy": "grid"}, "unknown search.strategy 'grid'; allowed: ['smac', 'random', 'moasha', 'nsga2']"),
         ({"scheduler": "asha"}, "unknown search.scheduler 'asha'"),
         ({"multi_objective": "nsga2"}, "unknown search.multi_objective 'nsga2'"),
         ({"objective_weights": [1, 1]}, "search.objective_weights need search.multi_objective='mean'"),
@@ -70,4 +70,5 @@ def test_resume_invariant_settings_are_what_search_json_holds():
         "objective_weights": None,
         "crash_cost": [1000.0, 1000.0],
         "seed": 3,
+        "population_size": 20,
     }

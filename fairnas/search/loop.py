@@ -1,7 +1,7 @@
 """run_search: the multi-fidelity, multi-objective search loop (thesis Sec. 4.4) with resume.
 
-The loop asks a strategy (SMAC or random) for trials, runs them through a pool (in-process or
-Dask), appends each finished trial to trials.csv at once, then tells the strategy. trials.csv is the
+The loop asks a strategy (SMAC, random search, MO-ASHA or NSGA-II) for trials, runs them through a pool
+(in-process or Dask), appends each finished trial to trials.csv at once, then tells the strategy. trials.csv is the
 source of truth: re-running with the same output_dir replays its trials to the strategy instead of
 running them again (a trial is identified by its configuration and budget), so an interrupted
 search, SIGKILL included, continues without losing or repeating finished trials.
@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
 from ConfigSpace import ConfigurationSpace
 
+from fairnas.search.nsga2 import Nsga2Strategy
 from fairnas.search.parallel import TrialPool, open_pool
 from fairnas.search.progress import progress_line
 from fairnas.io import atomic_path
@@ -25,7 +26,7 @@ from fairnas.search.records import TrialKey, TrialRecord, TrialStore, trial_key
 from fairnas.search.result import SETTINGS_FILE, TRIALS_FILE, SearchResult, write_outputs
 from fairnas.search.settings import SearchSettings, check_compatible
 from fairnas.search.space import KeyValidator, SearchSpace, check_known_keys, load_space
-from fairnas.search.strategies import Proposal, RandomStrategy, SmacStrategy
+from fairnas.search.strategies import Proposal, RandomStrategy, SmacStrategy, Strategy
 from fairnas.search.trial import Target, TrialOutcome, crashed_outcome, evaluate_trial
 
 log = logging.getLogger("fairnas.search")
@@ -56,14 +57,15 @@ def run_search(
     the space may set) are checked before any trial runs when given. A resumed search must match the
     started one's resume-invariant settings, space (hyperparameters and the keys they set) and
     ``invariants`` (the caller's own, e.g. the training overrides every trial applies; JSON-able values,
-    recorded in search.json) or stops with a ValueError naming what differs. Writes trials.csv,
-    pareto_front.csv, pareto_front.png, hypervolume.csv, search.json and SMAC's output (smac3/) into
-    ``output_dir``.
+    recorded in search.json) or stops with a ValueError naming what differs; so does a strategy whose
+    library is missing. Writes trials.csv, pareto_front.csv, pareto_front.png, hypervolume.csv,
+    search.json and, for SMAC, its output (smac3/) into ``output_dir``.
     """
     search_space = _as_search_space(space)
     if known_keys is not None:
         check_known_keys(search_space.keys, known_keys)
     check_compatible(settings, hyperparameters=list(search_space.keys), known_objectives=known_objectives)
+    build_strategy = _strategy_builder(settings)
     configspace = search_space.configspace
     output_dir = Path(output_dir)
     space_invariants = {"configspace": configspace.to_serialized_dict(), "space_keys": dict(search_space.keys)}
@@ -73,7 +75,7 @@ def run_search(
     if store.records:
         log.info("resuming search in %s with %d finished trials", output_dir, len(store.records))
     if _within_limits(settings, len(store.records), sum(record.budget for record in store.records)):
-        strategy = _build_strategy(configspace, settings, output_dir)
+        strategy = build_strategy(configspace, output_dir)
         with open_pool(
             settings.n_workers, dask_address=settings.dask_address, dask_scheduler_file=settings.dask_scheduler_file
         ) as pool:
@@ -101,7 +103,7 @@ class _SearchLoop:
         self,
         *,
         target: Target,
-        strategy: SmacStrategy | RandomStrategy,
+        strategy: Strategy,
         pool: TrialPool,
         store: TrialStore,
         settings: SearchSettings,
@@ -130,9 +132,10 @@ class _SearchLoop:
         repeated = 0
         while len(self._pool) < self._pool.capacity and not self._exhausted and self._may_start():
             proposal = self._strategy.ask()
-            if proposal is None:
-                self._exhausted = True
-                log.info("the strategy has no new configuration left; stopping")
+            if proposal is None:  # with trials running, the strategy may have more once they are told
+                if not self._running:
+                    self._exhausted = True
+                    log.info("the strategy has no new configuration left; stopping")
                 return
             key = trial_key(proposal.config, proposal.budget)
             if key in self._finished or key in self._running:
@@ -236,9 +239,15 @@ def _claim_output_dir(output_dir: Path, settings: dict[str, Any]) -> None:
         tmp.write_text(json.dumps(settings, indent=2))
 
 
-def _build_strategy(
-    configspace: ConfigurationSpace, settings: SearchSettings, output_dir: Path
-) -> SmacStrategy | RandomStrategy:
+def _strategy_builder(settings: SearchSettings) -> Callable[[ConfigurationSpace, Path], Strategy]:
+    """``build(configspace, output_dir)`` for ``settings.strategy``; imports the strategy's library now, so a
+    missing one stops the search before it touches ``output_dir``."""
     if settings.strategy == "random":
-        return RandomStrategy(configspace, max_budget=settings.max_budget, seed=settings.seed)
-    return SmacStrategy(configspace, settings, output_directory=output_dir / "smac3")
+        return lambda configspace, _: RandomStrategy(configspace, budget=settings.max_budget, seed=settings.seed)
+    if settings.strategy == "moasha":
+        from fairnas.search.moasha import MoashaStrategy  # Syne Tune is an optional extra
+
+        return lambda configspace, _: MoashaStrategy(configspace, settings)
+    if settings.strategy == "nsga2":
+        return lambda configspace, _: Nsga2Strategy(configspace, settings)
+    return lambda configspace, output_dir: SmacStrategy(configspace, settings, output_directory=output_dir / "smac3")

@@ -23,6 +23,7 @@ RESUME_INVARIANT_FIELDS = (
     "objective_weights",
     "crash_cost",
     "seed",
+    "population_size",
 )
 """Settings a resumed search must share with the run that started it (the rest may change between runs)."""
 
@@ -30,7 +31,9 @@ RESUME_INVARIANT_FIELDS = (
 @dataclasses.dataclass(frozen=True)
 class SearchSettings:
     """The search loop's settings; the defaults are the paper's (thesis Sec. 4.4): SMAC's MultiFidelityFacade
-    with Hyperband (eta = 2) over budgets in epochs, and ParEGO (rho = 0.05) over the objectives.
+    with Hyperband (eta = 2) over budgets in epochs, and ParEGO (rho = 0.05) over the objectives. ``strategy``
+    may also be ``random``, ``moasha`` (rungs from min_budget by eta) or ``nsga2`` (generations of
+    ``population_size``); docs/search_strategies.md describes them.
 
     Objectives are all minimised. The search stops after ``n_trials`` trials or once the finished trials'
     budgets sum to ``total_budget`` (give one or both). ``crash_cost`` is every objective's value for a crashed
@@ -58,6 +61,7 @@ class SearchSettings:
     dask_address: str | None = None
     dask_scheduler_file: str | None = None
     initial_design_size: int | None = None
+    population_size: int = 20
 
     def __post_init__(self) -> None:
         for name, value in self._normalised().items():
@@ -110,6 +114,7 @@ class SearchSettings:
             "reference_point": _optional(_numbers, "reference_point", self.reference_point),
             "n_workers": _integer("n_workers", self.n_workers, minimum=1),
             "initial_design_size": _optional(_integer, "initial_design_size", self.initial_design_size, minimum=0),
+            "population_size": _integer("population_size", self.population_size, minimum=2),
         }
 
     def _validate(self) -> None:

@@ -1,4 +1,5 @@
-"""Search strategies behind one ask/tell interface: SMAC3 multi-fidelity BO and random search.
+"""Search strategies behind one ask/tell interface (``Strategy``): SMAC3 multi-fidelity BO and random search here,
+MO-ASHA in ``moasha.py`` and NSGA-II in ``nsga2.py``.
 
 SMAC (thesis Sec. 4.4.5-4.4.6): MultiFidelityFacade with Hyperband or successive halving over
 budgets [min_budget, max_budget] with ``eta``, and ParEGO(rho) or a weighted mean aggregation of the
@@ -11,7 +12,7 @@ import copy
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ConfigSpace import Configuration, ConfigurationSpace
 from smac import MultiFidelityFacade, Scenario
@@ -30,7 +31,7 @@ from fairnas.search.trial import SUCCESS, TrialOutcome, native_config
 if TYPE_CHECKING:  # settings.py imports the names below
     from fairnas.search.settings import SearchSettings
 
-STRATEGIES = ("smac", "random")
+STRATEGIES = ("smac", "random", "moasha", "nsga2")
 SCHEDULERS = {"hyperband": Hyperband, "successive_halving": SuccessiveHalving}
 MULTI_OBJECTIVE_ALGORITHMS = ("parego", "mean")
 
@@ -44,13 +45,28 @@ class Proposal:
     handle: Any = None
 
 
-class RandomStrategy:
-    """Samples configurations uniformly (seeded, reproducible) and runs each at ``max_budget``."""
+class Strategy(Protocol):
+    """What the search loop drives: ``ask`` for a trial, ``tell`` its outcome, replay earlier runs' records."""
 
-    def __init__(self, configspace: ConfigurationSpace, *, max_budget: float, seed: int):
+    def ask(self) -> Proposal | None:
+        """The next trial; None when there is none until a running trial is told (or none at all)."""
+        ...
+
+    def tell(self, proposal: Proposal, outcome: TrialOutcome) -> None: ...
+
+    def tell_record(self, record: TrialRecord) -> None:
+        """A trial an earlier (interrupted) run finished and this run has not asked for (it may still ask for it
+        later and be told it again)."""
+        ...
+
+
+class RandomStrategy:
+    """Samples configurations uniformly (seeded, reproducible) and runs each at ``budget`` (search: max_budget)."""
+
+    def __init__(self, configspace: ConfigurationSpace, *, budget: float, seed: int):
         self._space = copy.deepcopy(configspace)
         self._space.seed(seed)
-        self._budget = float(max_budget)
+        self._budget = float(budget)
 
     def ask(self) -> Proposal | None:
         return Proposal(native_config(self._space.sample_configuration()), self._budget)
