@@ -9,6 +9,7 @@ import logging
 import re
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -33,13 +34,9 @@ CASES = [
     ("train", ["+scheduler.warmup=3"], r"error: scheduler: warmup_cosine got an unexpected keyword argument 'warmup'"),
     ("train", ["loss=focal", "loss.gamma=-1"], r"error: loss.gamma=-1 must be non-negative"),
     ("train", ["eval.robustness_bias=true", "eval.robustness.estimator.steps=0"], r"error: .*deepfool.steps=0"),
-    ("train", ["init_from=/no/run"], r"error: init_from: checkpoint '/no/run' does not exist"),
     ("search", ["search.eta=1"], r"error: search.eta must be an integer >= 2"),
     ("search", ["search.space=searchspaces/nope.yaml"], r"error: search.space: space file 'searchspaces/nope.yaml'"),
-    ("evaluate", ["ckpt=/no/such.ckpt", "benchmarks=[]", "linear_probe.enabled=true"],
-     r"error: ckpt: checkpoint '/no/such.ckpt' does not exist"),
     ("evaluate", ["ckpt=/no/such.ckpt", "benchmarks=[lfw,megaface]"], r"error: benchmarks: \['megaface'\] not in"),
-    ("audit", ["ckpt=/no/such.ckpt"], r"error: ckpt: checkpoint '/no/such.ckpt' does not exist"),
     ("audit", ["ckpt=/no/such.ckpt", "audits=[robustness_bias]", "robustness_bias.methods=[pgd]"],
      r"error: robustness_bias.methods=\['pgd'\] must name entries of robustness_bias.estimators"),
     ("audit", ["ckpt=/no/such.ckpt", "audits=[shap]"], r"error: audits: unknown audit 'shap'; allowed: "),
@@ -63,10 +60,6 @@ CASES = [
     ("train", ["data.in_memory_limit_gb=-1"], r"error: data.in_memory_limit_gb=-1 must be a positive number"),
     ("train", ["mitigation=flipped", "trainer.check_val_every_n_epoch=2"],
      r"error: trainer.check_val_every_n_epoch=2: the mitigation measures its group from the validation after"),
-    ("train", ["init_from={files}/truncated.ckpt"],
-     r"error: init_from: '.*truncated.ckpt' is not a readable PyTorch checkpoint"),
-    ("train", ["init_from={files}/pickled.ckpt"], r"error: init_from: '.*pickled.ckpt' holds more than tensors"),
-    ("train", ["init_from={files}/not_a_run"], r"error: init_from: checkpoint '.*not_a_run/checkpoints/last.ckpt'"),
     ("train", ["backbone.ops=[8,8,8]", "init_from={trained_run}"],
      r"error: init_from: '.*last.ckpt' does not match the model of this config"),
     ("train", ["data=generic", "data.root={files}/duplicate_paths"],
@@ -74,13 +67,8 @@ CASES = [
     ("train", ["data=generic", "data.root={files}/identity_in_two_splits"],
      r"error: .*metadata.csv: splits must be identity-disjoint"),
     ("train", ["data=celeba", "data.root={files}/celeba_unreadable", "data.table.verify_images=false",
-               "data.transforms.image_size=32", "data.transforms.resize=36", "trainer.max_epochs=1"],
+               "data.transforms.image_size=32", "data.transforms.resize=36", "trainer.max_epochs=1", "logger=none"],
      r"error: data: cannot read image '.*000001.jpg'"),
-    ("evaluate", ["ckpt={files}/pickled.ckpt", "benchmarks=[]", "linear_probe.enabled=true"],
-     r"error: ckpt: '.*pickled.ckpt' holds more than tensors"),
-    ("evaluate", ["ckpt={files}/truncated.ckpt", "benchmarks=[]", "linear_probe.enabled=true"],
-     r"error: ckpt: '.*truncated.ckpt' is not a readable PyTorch checkpoint"),
-    ("audit", ["ckpt={files}/not_a_run"], r"error: ckpt: checkpoint '.*not_a_run/checkpoints/last.ckpt' does not"),
     ("search", ["search.objectives=[error,unfairness]"], r"error: unknown search.objectives \['unfairness'\]"),
     ("search", ["search.final_seeds=0"], r"error: search.final_seeds=0 must be a positive number of seeds"),
     ("search", ["search.space={files}/syntax_error.yaml"],
@@ -88,7 +76,47 @@ CASES = [
     ("search", ["search.space={files}/unknown_type.yaml"],
      r"error: hyperparameter 'op0' has type 'gaussian'; allowed: \['categorical'"),
     ("compare", ["+models.empty=[]"], r"error: models: \['empty'\] have no overrides"),
+    # Checkpoint settings beyond one bad file each (BAD_CHECKPOINTS): a run's own last.ckpt with resume=auto, a
+    # SensitiveNets run resuming from a missing file (read before its baseline would train), lists.
+    ("train", ["resume=auto", "output_dir={files}/truncated_run"],
+     r"error: resume=auto: '.*truncated_run/checkpoints/last.ckpt' is not a readable PyTorch checkpoint \(truncated"),
+    ("train", ["resume=auto", "output_dir={files}/pickled_run"],
+     r"error: resume=auto: '.*pickled_run/checkpoints/last.ckpt' holds pickled code \(print\)"),
+    ("train", ["mitigation=sensitivenets", "resume_from={files}/missing.ckpt"],
+     r"error: resume_from: checkpoint '.*missing.ckpt' does not exist$"),
+    ("train", ["init_from=[/runs/a,/runs/b]"], r"error: init_from=\['/runs/a', '/runs/b'\]: name one checkpoint"),
+    ("evaluate", ["ckpt=[]", "benchmarks=[]", "linear_probe.enabled=true"], r"error: ckpt=\[\]: name at least one run"),
+    ("audit", ["ckpt=[{files}/pickled.ckpt,{files}/truncated.ckpt]"],
+     r"error: ckpt=\['.*pickled.ckpt', '.*truncated.ckpt'\]: name one checkpoint or run folder$"),
 ]
+
+# Every setting that names a checkpoint or run folder: (command, overrides with {ckpt} for the path, key in the error).
+CHECKPOINT_SETTINGS = [
+    ("train", ["resume_from={ckpt}"], "resume_from"),
+    ("train", ["init_from={ckpt}"], "init_from"),
+    ("train", ["mitigation=sensitivenets", "mitigation.checkpoint={ckpt}"], "mitigation.checkpoint"),
+    ("evaluate", ["ckpt={ckpt}", "benchmarks=[]", "linear_probe.enabled=true"], "ckpt"),
+    ("evaluate", ["ckpt=[{trained_run},{ckpt}]", "benchmarks=[]", "linear_probe.enabled=true"], r"ckpt\[1\]"),
+    ("audit", ["ckpt={ckpt}"], "ckpt"),
+    # Training settings of every run of a comparison or search, read as it composes them (before any run).
+    ("compare", ["train_overrides=['init_from={ckpt}']"], "init_from"),
+    ("search", ["search.train_overrides=['mitigation=sensitivenets','mitigation.checkpoint={ckpt}']"],
+     "mitigation.checkpoint"),
+]
+# Every way a checkpoint setting can be wrong (see bad_files): (the path, the error after the key).
+BAD_CHECKPOINTS = [
+    ("{files}/missing.ckpt", r"checkpoint '.*missing.ckpt' does not exist$"),
+    ("{files}/not_a_run", r"folder '.*not_a_run' is not a run: it has no checkpoints/last.ckpt$"),
+    ("{files}/truncated.ckpt",
+     r"'.*truncated.ckpt' is not a readable PyTorch checkpoint \(truncated, damaged or another format: \w+"),
+    ("{files}/damaged_pickle.ckpt",
+     r"'.*damaged_pickle.ckpt' is not a readable PyTorch checkpoint \(.*UnpicklingError: Unsupported operand"),
+    ("{files}/pickled.ckpt", r"'.*pickled.ckpt' holds pickled code \(print\); checkpoints are loaded as data only"),
+]
+CASES += [(command, [override.replace("{ckpt}", path) for override in overrides], f"error: {key}: {message}")
+          for command, overrides, key in CHECKPOINT_SETTINGS for path, message in BAD_CHECKPOINTS]
+# conf/logger/'s CSV and W&B loggers: their option names are also the folders they write in a command's output_dir.
+LOGGER_FOLDERS = ("csv", "wandb")
 
 
 @pytest.fixture(autouse=True)
@@ -102,11 +130,14 @@ def restore_logging():
 
 @pytest.fixture(scope="module")
 def bad_files(tmp_path_factory):
-    """A folder of bad inputs: broken checkpoints, a folder that is no run, data sets with broken tables or images
-    in their real on-disk formats, and broken search-space files."""
+    """A folder of bad inputs: broken checkpoints (also as the last.ckpt of a run folder), a folder that is no run,
+    data sets with broken tables or images in their real on-disk formats, and broken search-space files."""
     root = tmp_path_factory.mktemp("bad_inputs")
-    (root / "truncated.ckpt").write_bytes(b"PK\x03\x04 cut off")
-    torch.save({"state_dict": {}, "hyper_parameters": {"config": {}}, "hook": print}, root / "pickled.ckpt")
+    write_truncated_checkpoint(root / "truncated.ckpt")
+    write_truncated_checkpoint(root / "truncated_run" / "checkpoints" / "last.ckpt")
+    write_checkpoint_with_damaged_pickle(root / "damaged_pickle.ckpt")
+    write_checkpoint(root / "pickled.ckpt", hook=print)
+    write_checkpoint(root / "pickled_run" / "checkpoints" / "last.ckpt", hook=print)
     (root / "not_a_run").mkdir()
     for name, rows in {"duplicate_paths": ["a.png,x,train,g0", "a.png,y,train,g1"],
                        "identity_in_two_splits": ["a.png,x,train,g0", "b.png,x,val,g0"]}.items():
@@ -119,18 +150,46 @@ def bad_files(tmp_path_factory):
     return root
 
 
+def write_checkpoint(path: Path, **entries) -> None:
+    """A small real checkpoint as train writes one: weights and the run's config (plus ``entries``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"state_dict": {"embedder.weight": torch.zeros(64, 64)}, "hyper_parameters": {"config": {}},
+                **entries}, path)
+
+
+def write_truncated_checkpoint(path: Path) -> None:
+    """A checkpoint cut off halfway, as a copy or a save that was interrupted leaves it."""
+    write_checkpoint(path)
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def write_checkpoint_with_damaged_pickle(path: Path) -> None:
+    """A checkpoint whose archive is whole but whose pickle is damaged (its first opcode overwritten): torch reports
+    it with an ``UnpicklingError``, as it does code, yet the file holds none."""
+    whole = path.with_suffix(".whole")
+    write_checkpoint(whole)
+    with zipfile.ZipFile(whole) as source, zipfile.ZipFile(path, "w") as damaged:
+        for entry in source.infolist():
+            content = source.read(entry)
+            damaged.writestr(entry, b"\xff" + content[1:] if entry.filename.endswith("data.pkl") else content)
+    whole.unlink()
+
+
 @pytest.mark.parametrize(("command", "overrides", "message"), CASES,
                          ids=[f"{command}:{' '.join(overrides)}" for command, overrides, _ in CASES])
 def test_bad_input_exits_2_with_one_line(command, overrides, message, tmp_path, monkeypatch, capsys, request):
     """Nothing is left behind either: no run folder (Hydra's is removed when it holds only Hydra's files), so no
-    checkpoint, no W&B run, no partial table; except for an unreadable image, found only when it is loaded."""
+    checkpoint, no partial table; except for an unreadable image, found only when it is loaded. Both loggers are on
+    (that row aside) and neither wrote anything: no CSV log, no W&B run, anywhere in the working folder."""
     files = {name: request.getfixturevalue(fixture) for name, fixture in
              (("files", "bad_files"), ("trained_run", "trained_run")) if f"{{{name}}}" in " ".join(overrides)}
     capsys.readouterr()  # what making the fixtures printed is not the command's output
+    monkeypatch.chdir(tmp_path)  # a path relative to the working folder lands here
     main = importlib.import_module(f"fairnas.tasks.{command}").main
+    loggers = [] if any(o.startswith("logger=") for o in overrides) else [f"logger=[{','.join(LOGGER_FOLDERS)}]"]
     monkeypatch.setattr(sys, "argv", [command, *(o.format(**files) for o in overrides),
                                       f"hydra.run.dir={tmp_path / 'run'}", f"paths.cache_dir={tmp_path / 'cache'}",
-                                      "logger=none"])
+                                      *loggers])
     with pytest.raises(SystemExit) as exit_info:
         main()
     assert exit_info.value.code == 2
@@ -140,6 +199,8 @@ def test_bad_input_exits_2_with_one_line(command, overrides, message, tmp_path, 
         assert not list((tmp_path / "run").glob("**/*.ckpt")) and not (tmp_path / "run" / "metrics.json").exists()
     else:
         assert not (tmp_path / "run").exists(), sorted(p.name for p in (tmp_path / "run").iterdir())
+    logs = [path for root in (tmp_path, *files.values()) for name in LOGGER_FOLDERS for path in root.rglob(name)]
+    assert not logs, logs
 
 
 def test_top_level_script_runs_the_command(tmp_path):

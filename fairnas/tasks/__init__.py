@@ -8,7 +8,7 @@ Each command is a function of its composed Hydra config and a console entry poin
 - :mod:`fairnas.tasks.audit`: the robustness-bias audit (``audit.py``, ``fairnas-audit``);
 - :mod:`fairnas.tasks.compare`: the bias-mitigation comparison (``compare.py``, ``fairnas-compare``).
 
-Shared by them: :mod:`fairnas.tasks.runs` (config -> model and data; ``load_run``, the one checkpoint loader),
-:mod:`fairnas.tasks.reporting` (loggers, device, tables and figures) and :mod:`fairnas.tasks.cli` (entry points,
-one-line errors). Nothing in the library packages imports from here.
+Shared by them: :mod:`fairnas.tasks.runs` (config -> model and data; ``read_checkpoint``, the one checkpoint
+reader, and ``load_run``), :mod:`fairnas.tasks.reporting` (loggers, device, tables and figures) and
+:mod:`fairnas.tasks.cli` (entry points, one-line errors). Nothing in the library packages imports from here.
 """

@@ -35,7 +35,7 @@ from fairnas.search import load_space
 from fairnas.tasks.cli import hydra_command
 from fairnas.tasks.reporting import Report
 from fairnas.tasks.runs import model_label
-from fairnas.tasks.train import train
+from fairnas.tasks.train import read_checkpoint_settings, train
 
 log = logging.getLogger(__name__)
 BASELINE = "none"
@@ -52,12 +52,14 @@ def run_comparison(cfg: DictConfig) -> pd.DataFrame:
     models = collect_models(cfg)
     mitigations = list(cfg.mitigations)
     plan = dict.fromkeys([BASELINE, *mitigations])  # the baseline first, once
-    # Compose every pair before the first run trains: checks all overrides, and reads each mitigation's column
-    # title and the baseline inputs it declares.
+    # Compose every pair before the first run trains: checks all overrides and the checkpoints they name, and reads
+    # each mitigation's column title and the baseline inputs it declares.
     titles, baseline_inputs = {}, {}
     for overrides in models.values():
         for name in plan:
-            declared = _compose(cfg, overrides, name).mitigation
+            composed = _compose(cfg, overrides, name)
+            read_checkpoint_settings(composed)
+            declared = composed.mitigation
             titles[name] = declared.get("title", name)
             # a mitigation that starts from its baseline run declares the key (e.g. SensitiveNets' checkpoint)
             baseline_inputs[name] = [key for key in BASELINE_INPUTS if key in declared.keys() and name != BASELINE]

@@ -47,7 +47,8 @@ def evaluate(cfg: DictConfig) -> dict[str, pd.DataFrame]:
     if cfg.linear_probe.split not in SPLITS:
         raise ValueError(f"linear_probe.split={cfg.linear_probe.split!r} is not a split; allowed: {list(SPLITS)}")
     device = resolve_device(cfg.device)
-    runs = [load_run(path, device=device, data_root=cfg.linear_probe.root) for path in checkpoints]
+    runs = [load_run(path, device=device, data_root=cfg.linear_probe.root, key=key)
+            for key, path in checkpoints.items()]
     names = [label or run.label for run, label in zip(runs, labels, strict=True)]
     benchmarks = {name: instantiate(spec) for name, spec in specs.items()}
 
@@ -84,12 +85,19 @@ def evaluate(cfg: DictConfig) -> dict[str, pd.DataFrame]:
     return tables
 
 
-def _checkpoints_and_labels(cfg: DictConfig) -> tuple[list[str], list[str | None]]:
-    checkpoints = list(cfg.ckpt) if isinstance(cfg.ckpt, ListConfig) else [cfg.ckpt]
+def _checkpoints_and_labels(cfg: DictConfig) -> tuple[dict[str, str], list[str | None]]:
+    """The runs of ``ckpt`` by the key that names each in errors (``ckpt``, in a list ``ckpt[<i>]``), and their
+    labels."""
+    if isinstance(cfg.ckpt, ListConfig):
+        checkpoints = {f"ckpt[{i}]": path for i, path in enumerate(cfg.ckpt)}
+    else:
+        checkpoints = {"ckpt": cfg.ckpt}
+    if not checkpoints:
+        raise ValueError("ckpt=[]: name at least one run (its folder or a checkpoint)")
     labels = list(cfg.names) if cfg.get("names") is not None else [None] * len(checkpoints)
     if len(labels) != len(checkpoints):
         raise ValueError(f"names: {len(labels)} labels for {len(checkpoints)} checkpoints; give one per ckpt")
-    return [str(path) for path in checkpoints], labels
+    return checkpoints, labels
 
 
 def _benchmark_specs(cfg: DictConfig) -> dict[str, DictConfig]:

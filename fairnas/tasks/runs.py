@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import inspect
 import pickle
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,9 @@ from fairnas.training.module import FaceRecognitionModule
 
 EMBEDDER_PREFIX = "embedder."
 CHECKPOINT_DIR, LAST_CHECKPOINT = "checkpoints", "last.ckpt"
+# How torch's weights-only unpickler refuses to rebuild a Python object a file names (a class or a function: code).
+CODE_REFUSAL = re.compile(r"GLOBAL (\S+)")
+WEIGHTS_UNPICKLER_REASON = "WeightsUnpickler error:"  # torch's own reason follows its advice on weights_only
 
 
 @dataclasses.dataclass
@@ -145,13 +149,15 @@ def check_partial(factory: Any, key: str) -> Any:
     return factory
 
 
-def load_run(path: str | Path, *, device: str | torch.device = "cpu", data_root: str | None = None) -> Run:
-    """Rebuild the run of ``path`` (a checkpoint, or a run folder: its ``checkpoints/last.ckpt``).
+def load_run(path: str | Path, *, device: str | torch.device = "cpu", data_root: str | None = None,
+             key: str = "ckpt") -> Run:
+    """Rebuild the run of ``path`` (a checkpoint, or a run folder: its ``checkpoints/last.ckpt``); ``key`` names the
+    setting in errors.
 
     The data split the run generated is read back from the split file it saved, found beside the checkpoint
     even when the run folder was moved; ``data_root`` replaces the data set's location.
     """
-    checkpoint, state = read_checkpoint(path)
+    checkpoint, state = read_checkpoint(path, key=key)
     config = OmegaConf.create(state["hyper_parameters"]["config"])
     run_dir = checkpoint.parent.parent
     with open_dict(config):
@@ -160,27 +166,63 @@ def load_run(path: str | Path, *, device: str | torch.device = "cpu", data_root:
         config.output_dir = str(run_dir)
         config.init_from = None  # the checkpoint holds those weights
     module, datamodule = build_model(config, init_weights=False)
-    _load_weights(module, state["state_dict"], "", checkpoint, key="ckpt")
+    _load_weights(module, state["state_dict"], "", checkpoint, key=key)
     return Run(config, module.eval().to(device), datamodule, checkpoint)
 
 
 def read_checkpoint(path: str | Path, key: str = "ckpt") -> tuple[Path, dict]:
-    """The checkpoint file of ``path`` and its contents, tensors on the CPU; ``key`` names the setting in errors."""
-    path = Path(path).expanduser()
-    checkpoint = path / CHECKPOINT_DIR / LAST_CHECKPOINT if path.is_dir() else path
-    if not checkpoint.is_file():
-        raise FileNotFoundError(f"{key}: checkpoint '{checkpoint}' does not exist")
-    try:
-        state = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError:
-        raise ValueError(f"{key}: '{checkpoint}' holds more than tensors and plain types (e.g. pickled code); "
-                         "checkpoints are loaded as data only (torch.load weights_only=True)") from None
-    except (RuntimeError, EOFError, OSError) as error:
-        raise ValueError(f"{key}: '{checkpoint}' is not a readable PyTorch checkpoint (truncated or another format: "
-                         f"{str(error).splitlines()[0]})") from None
+    """The checkpoint file of ``path`` (a checkpoint, or a run folder: its ``checkpoints/last.ckpt``) and its contents,
+    tensors on the CPU; ``key`` names the setting in errors.
+
+    The one reader of every setting that names a checkpoint or run folder (train's ``resume_from``, ``init_from``,
+    ``mitigation.checkpoint`` and ``resume=auto``'s ``last.ckpt``; evaluate's and audit's ``ckpt``), called before a
+    command writes anything: a missing file, a folder that is no run, a damaged file, a file holding code and a
+    checkpoint of something else each stop it with one line naming ``key`` and the file.
+    """
+    checkpoint = _checkpoint_file(path, key)
+    state = _load_as_data(checkpoint, key)
     if not isinstance(state, dict) or "config" not in state.get("hyper_parameters", {}):
         raise ValueError(f"{key}: '{checkpoint}' carries no training config; it was not written by fairnas train")
     return checkpoint, state
+
+
+def _checkpoint_file(path: str | Path, key: str) -> Path:
+    """The file ``path`` names: itself, or a run folder's ``checkpoints/last.ckpt``."""
+    if not isinstance(path, str | Path):
+        raise ValueError(f"{key}={path}: name one checkpoint or run folder")
+    path = Path(path).expanduser()
+    if not path.is_dir():
+        if not path.is_file():
+            raise FileNotFoundError(f"{key}: checkpoint '{path}' does not exist")
+        return path
+    checkpoint = path / CHECKPOINT_DIR / LAST_CHECKPOINT
+    if not checkpoint.is_file():
+        raise FileNotFoundError(f"{key}: folder '{path}' is not a run: it has no {CHECKPOINT_DIR}/{LAST_CHECKPOINT}")
+    return checkpoint
+
+
+def _load_as_data(checkpoint: Path, key: str) -> Any:
+    """``torch.load(weights_only=True)``: a checkpoint cannot run code. A file that holds code is told apart from a
+    damaged one by torch's refusal to rebuild a named Python object (``GLOBAL <name>``); every other failure, an
+    ``UnpicklingError`` over a damaged pickle included, means the file is not a readable checkpoint."""
+    try:
+        return torch.load(checkpoint, map_location="cpu", weights_only=True)
+    except Exception as error:  # damaged bytes trip torch's reader anywhere: RuntimeError, OSError, EOFError, ...
+        code = CODE_REFUSAL.search(str(error)) if isinstance(error, pickle.UnpicklingError) else None
+        if code:
+            raise ValueError(f"{key}: '{checkpoint}' holds pickled code ({code.group(1)}); checkpoints are loaded "
+                             "as data only (torch.load weights_only=True)") from None
+        raise ValueError(f"{key}: '{checkpoint}' is not a readable PyTorch checkpoint (truncated, damaged or "
+                         f"another format: {_load_failure(error)})") from None
+
+
+def _load_failure(error: Exception) -> str:
+    """torch's reason in one line, e.g. ``RuntimeError: PytorchStreamReader failed reading zip archive: failed
+    finding central directory``: the weights-only unpickler's own reason after its advice, else the first sentence
+    of the message; only the error's type when it has none (an ``EOFError``)."""
+    reason = str(error).split(WEIGHTS_UNPICKLER_REASON, 1)[-1]
+    first_line = next((line.strip() for line in reason.splitlines() if line.strip()), "")
+    return f"{type(error).__name__}: {first_line.split('. ')[0]}" if first_line else type(error).__name__
 
 
 def model_label(config: DictConfig) -> str:

@@ -30,6 +30,7 @@ from fairnas.search.space import check_known_keys
 from fairnas.tasks.cli import hydra_command
 from fairnas.tasks.reporting import Report
 from fairnas.tasks.search_target import TrainingTarget, epochs_saved
+from fairnas.tasks.train import read_checkpoint_settings
 
 log = logging.getLogger(__name__)
 FINAL_FRONT_FILE = "final_front.csv"
@@ -48,7 +49,9 @@ def run_face_search(cfg: DictConfig) -> SearchResult:
     if ROBUSTNESS_BIAS in settings.objectives:  # evaluated only when asked for: it runs an attack
         train_overrides.append(f"eval.{ROBUSTNESS_BIAS}=true")
     space = load_space(resolve_space_path(search.space), seed=settings.seed)
-    check_space_keys(space, train_overrides)
+    trial_config = default_trial_config(space, train_overrides)
+    check_space_keys(space, trial_config)
+    read_checkpoint_settings(trial_config)  # a bad checkpoint in train_overrides would crash every trial
     target = TrainingTarget(
         space.overrides,
         objectives=settings.objectives,
@@ -143,18 +146,19 @@ def known_objectives() -> list[str]:
     return [*IDENTIFICATION_METRICS, ROBUSTNESS_BIAS]
 
 
-def check_space_keys(space: SearchSpace, train_overrides: Sequence[str]) -> None:
-    """Every key the space sets must exist in the training config it is applied to (before any trial runs).
-
-    The config is composed with the space's default configuration applied, since group choices in the space
-    (e.g. ``backbone=timm``) decide which keys exist.
-    """
+def default_trial_config(space: SearchSpace, train_overrides: Sequence[str]) -> DictConfig:
+    """The training config of the space's default configuration: the one the settings of every trial are checked on
+    before any runs, since group choices in the space (e.g. ``backbone=timm``) decide which keys exist."""
     default = dict(space.configspace.get_default_configuration())
     try:
-        cfg = compose_config("train", [*train_overrides, *space.overrides(default)], output_dir=".")
+        return compose_config("train", [*train_overrides, *space.overrides(default)], output_dir=".")
     except HydraException as error:
         raise ValueError(f"search.space: {str(error).splitlines()[0]} (not a key of the training config)") from None
-    check_known_keys(space.keys, lambda key: OmegaConf.select(cfg, key, default=MISSING) is not MISSING)
+
+
+def check_space_keys(space: SearchSpace, trial_config: DictConfig) -> None:
+    """Every key the space sets must exist in the training config it is applied to (before any trial runs)."""
+    check_known_keys(space.keys, lambda key: OmegaConf.select(trial_config, key, default=MISSING) is not MISSING)
 
 
 main = hydra_command(run_face_search, "search")

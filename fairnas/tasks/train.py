@@ -21,7 +21,8 @@ from fairnas.mitigations import GroupMeasurement
 from fairnas.tasks.cli import hydra_command
 from fairnas.tasks.reporting import Report
 from fairnas.tasks.checks import supported_precision
-from fairnas.tasks.runs import CHECKPOINT_DIR, LAST_CHECKPOINT, build_model
+from fairnas.tasks.runs import CHECKPOINT_DIR, LAST_CHECKPOINT, build_model, read_checkpoint
+from fairnas.training.epoch_test import TestEveryEpoch
 
 log = logging.getLogger(__name__)
 # Lightning 2.6 calls a deprecated torch pytree API on every step; the warning is upstream's and not actionable.
@@ -29,6 +30,10 @@ warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
 
 RESUME_AUTO = "auto"
 BASELINE_DIR = "baseline"
+# Settings naming a checkpoint or run folder that a run reads, in the order they are read: the one it continues from
+# and those whose weights it starts from (SensitiveNets sets init_from to its mitigation.checkpoint: that file is read
+# once, named by mitigation.checkpoint). resume=auto's own last.ckpt is read after them (own_last_checkpoint).
+CHECKPOINT_SETTINGS = ("resume_from", "mitigation.checkpoint", "init_from")
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -44,11 +49,12 @@ def train(cfg: DictConfig) -> dict:
     """Train and evaluate one model; returns ``{"val": {...}, "test": {...}, "epochs_trained": n, ...}`` (``test``
     is None with ``eval.test=false``).
 
-    Every input is checked while objects are built, before the first training step. Training continues from
-    :func:`resume_checkpoint` up to ``trainer.max_epochs``. SensitiveNets without ``mitigation.checkpoint`` first
-    trains the baseline it starts from (:func:`with_trained_baseline`).
+    Every checkpoint the run reads is read first, the other inputs while objects are built: before anything is
+    written and before the first training step. Training continues from the checkpoint :func:`check_checkpoints`
+    returns up to ``trainer.max_epochs``. SensitiveNets without ``mitigation.checkpoint`` first trains the baseline
+    it starts from (:func:`with_trained_baseline`).
     """
-    checkpoint = resume_checkpoint(cfg)
+    checkpoint = check_checkpoints(cfg)
     if needs_baseline(cfg):
         cfg = with_trained_baseline(cfg)
     output_dir = Path(cfg.output_dir)
@@ -57,6 +63,8 @@ def train(cfg: DictConfig) -> dict:
     callbacks = [instantiate(node) for node in (cfg.get("callbacks") or {}).values()]
     if cfg.eval.get("robustness_bias"):
         callbacks.append(instantiate(cfg.eval.robustness))  # fairnas.robustness.RobustnessBiasEvaluation
+    if cfg.eval.get("test_every_epoch"):
+        callbacks.append(TestEveryEpoch())
     module, datamodule = build_model(cfg)
     if isinstance(module.margin_policy, pl.Callback):  # Angular measures its group during training
         callbacks.append(module.margin_policy)
@@ -71,8 +79,8 @@ def train(cfg: DictConfig) -> dict:
         trainer.fit(module, datamodule=datamodule, ckpt_path=checkpoint)
         if module.evaluations.get("val", {}).get("epoch") != trainer.current_epoch:
             trainer.validate(module, datamodule=datamodule, verbose=False)
-        if cfg.eval.get("test", True):
-            trainer.test(module, datamodule=datamodule, verbose=False)
+        if cfg.eval.get("test", True) and not cfg.eval.get("test_every_epoch"):
+            trainer.test(module, datamodule=datamodule, verbose=False)  # (else the last epoch evaluated it)
 
     metrics = {
         "val": module.evaluations["val"],
@@ -91,18 +99,45 @@ def train(cfg: DictConfig) -> dict:
     return metrics
 
 
-def resume_checkpoint(cfg: DictConfig) -> str | None:
-    """The checkpoint training continues from: ``resume_from``, or with ``resume=auto`` this run's own
-    ``<output_dir>/checkpoints/last.ckpt`` if it exists (an interrupted run); ``None``: start afresh."""
+def check_checkpoints(cfg: DictConfig) -> str | None:
+    """Read every checkpoint the run reads (:func:`~fairnas.tasks.runs.read_checkpoint`), so that a bad one stops it
+    with one line before a folder, logger or W&B run is made. Returns the checkpoint file training continues from
+    (Lightning restores it in ``fit``): ``resume_from``'s, or with ``resume=auto`` this run's own last checkpoint
+    (:func:`own_last_checkpoint`); ``None``: start afresh."""
+    check_resume_settings(cfg)
+    checkpoint = read_checkpoint_settings(cfg).get("resume_from") or own_last_checkpoint(cfg)
+    return str(checkpoint) if checkpoint else None
+
+
+def check_resume_settings(cfg: DictConfig) -> None:
+    """``resume`` is null or ``auto``, and ``auto`` comes without ``resume_from``."""
     resume = cfg.get("resume")
     if resume not in (None, RESUME_AUTO):
         raise ValueError(f"resume={resume!r}; allowed: null, {RESUME_AUTO}")
-    if resume is None:
-        return cfg.get("resume_from")
-    if cfg.get("resume_from"):
+    if resume == RESUME_AUTO and cfg.get("resume_from"):
         raise ValueError(f"resume={RESUME_AUTO} conflicts with resume_from={cfg.resume_from}; set one of them")
+
+
+def read_checkpoint_settings(cfg: DictConfig) -> dict[str, Path]:
+    """Setting -> checkpoint file of every :data:`CHECKPOINT_SETTINGS` entry that is set, each read; a path that two
+    settings name is read once."""
+    files, read = {}, {}
+    for key in CHECKPOINT_SETTINGS:
+        path = OmegaConf.select(cfg, key)
+        if path:
+            if str(path) not in read:  # (as text: a list, which the reader refuses, is no dictionary key)
+                read[str(path)] = read_checkpoint(path, key=key)[0]
+            files[key] = read[str(path)]
+    return files
+
+
+def own_last_checkpoint(cfg: DictConfig) -> Path | None:
+    """With ``resume=auto``, this run's own ``<output_dir>/checkpoints/last.ckpt`` when it exists (an interrupted run),
+    read; else ``None``."""
     last = Path(cfg.output_dir) / CHECKPOINT_DIR / LAST_CHECKPOINT
-    return str(last) if last.is_file() else None
+    if cfg.get("resume") != RESUME_AUTO or not last.is_file():
+        return None
+    return read_checkpoint(last, key=f"resume={RESUME_AUTO}")[0]
 
 
 def needs_baseline(cfg: DictConfig) -> bool:
