@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 import torch
 
@@ -134,3 +135,17 @@ def test_without_test_evaluation_and_with_one_validation(tiny_config, tmp_path):
     assert not any(name.startswith("test/") for name in header)
     rows = [line.split(",") for line in logged.splitlines()[1:]]
     assert sum(row[header.index("val/error")] != "" for row in rows) == 1  # validated once
+
+
+def test_test_split_every_epoch_equals_a_run_of_that_many_epochs(tiny_config, tmp_path):
+    """``eval.test_every_epoch``: epoch b's test metrics of a 2-epoch run equal a b-epoch run's (fixed horizon)."""
+    common = ("scheduler.horizon_epochs=2", "logger=csv", "data.transforms.hflip=0.5")
+    long = train(tiny_config(*common, "trainer.max_epochs=2", "eval.test_every_epoch=true",
+                             output_dir=tmp_path / "long"))
+    short = train(tiny_config(*common, "trainer.max_epochs=1", output_dir=tmp_path / "short"))
+    logged = pd.read_csv(tmp_path / "long" / "csv" / "version_0" / "metrics.csv")
+    per_epoch = logged.dropna(subset=["test/error"]).reset_index(drop=True)
+    assert len(per_epoch) == 2 and long["test"]["epoch"] == 2
+    assert per_epoch.loc[0, "test/error"] == pytest.approx(short["test"]["error"])
+    assert per_epoch.loc[0, "test/rank_disparity"] == pytest.approx(short["test"]["rank_disparity"])
+    assert per_epoch.loc[1, "test/error"] == pytest.approx(long["test"]["error"])

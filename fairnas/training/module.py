@@ -108,6 +108,19 @@ class FaceRecognitionModule(pl.LightningModule):
     def on_test_epoch_end(self) -> None:
         self._evaluate("test")
 
+    @torch.no_grad()
+    def evaluate_loader(self, stage: str, loader, datamodule: pl.LightningDataModule) -> None:
+        """Evaluate ``stage`` from ``loader`` outside Lightning's evaluation loops (e.g. the test split inside
+        the fit loop): each batch is moved to the device and transformed as Lightning does, then :meth:`_evaluate`."""
+        self.evaluations[stage] = {}
+        was_training = self.training
+        self.eval()
+        for batch in loader:
+            self._eval_step(stage, datamodule.on_after_batch_transfer(
+                self.transfer_batch_to_device(batch, self.device, 0), 0))
+        self._evaluate(stage)
+        self.train(was_training)
+
     def _evaluate(self, stage: str) -> None:
         outputs, self._outputs[stage] = self._outputs[stage], []
         if self.trainer.sanity_checking or not outputs:
