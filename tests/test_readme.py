@@ -1,14 +1,15 @@
-"""The README is executable: every command line it shows composes its Hydra config and passes the command's own
-checks, up to the point where the command would read data or a checkpoint (nothing is trained or loaded).
+"""The README and the docs are executable: every command line they show composes its Hydra config and passes the
+command's own checks, up to the point where the command would read data or a checkpoint (nothing is trained or
+loaded).
 
-Collected from README.md: every ``python <entry>.py ...`` (any ``python``, ``python3.11``, ``.venv/bin/python``;
+Collected from README.md, CONTRIBUTING.md and every page of the docs site (``docs/**/*.md``): every ``python <entry>.py ...`` (any ``python``, ``python3.11``, ``.venv/bin/python``;
 the top-level scripts only, not ``bench/``) and ``fairnas-<entry> ...`` command line, for the entries train, search,
 evaluate, audit and compare, wherever it appears: lines of fenced code blocks (``\\`` continuations joined),
 indented code lines, and inline code spans (also spans that wrap across lines, e.g. in tables and prose). Shell
 syntax is read with :func:`shlex.split` (quotes, trailing ``# comments``), ``&&`` / ``;`` / ``|`` separate
 commands. A console-script name alone in an inline span (``fairnas-evaluate``) names the command and is skipped.
 
-Substitutions, where the README shows a placeholder for the reader's own value (nothing else is changed):
+Substitutions, where a page shows a placeholder for the reader's own value (nothing else is changed):
 
 - ``<run>``, ``<baseline>``, ``<name>``, ``<search>``: the values in :data:`PLACEHOLDERS` (any other ``<...>``
   fails the test: add it there);
@@ -49,6 +50,7 @@ from fairnas.search.settings import check_compatible
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
+DOCUMENTS = [README, REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").rglob("*.md"))]
 ENTRIES = ("train", "search", "evaluate", "audit", "compare")
 SEPARATORS = {"&&", "||", ";", "|"}
 PLACEHOLDERS = {
@@ -105,18 +107,19 @@ def entry_command(tokens: list[str], kind: str) -> tuple[str, list[str]] | None:
     return None
 
 
-def readme_commands() -> list[tuple[int, str, str, list[str] | str]]:
-    """``(line, source text, entry, arguments)``; arguments is the shlex error message where the line does not
-    parse (that case then fails)."""
+def document_commands(path: Path) -> list[tuple[str, int, str, str, list[str] | str]]:
+    """``(file, line, source text, entry, arguments)`` of one Markdown file; arguments is the shlex error message
+    where the line does not parse (that case then fails)."""
+    name = path.relative_to(REPO).as_posix()
     commands = []
-    for number, kind, snippet in code_snippets(README.read_text()):
+    for number, kind, snippet in code_snippets(path.read_text()):
         if not re.search(r"(python[\d.]*\s+(\./)?(%s)\.py|fairnas-(%s))" % ("|".join(ENTRIES), "|".join(ENTRIES)),
                          snippet):
             continue
         try:
             tokens = shlex.split(snippet, comments=True)
         except ValueError as error:
-            commands.append((number, snippet, "unparsable", f"shlex: {error}"))
+            commands.append((name, number, snippet, "unparsable", f"shlex: {error}"))
             continue
         segment: list[str] = []
         for token in [*tokens, "&&"]:
@@ -125,16 +128,16 @@ def readme_commands() -> list[tuple[int, str, str, list[str] | str]]:
                 continue
             found = entry_command(segment, kind)
             if found is not None:
-                commands.append((number, snippet, *found))
+                commands.append((name, number, snippet, *found))
             segment = []
     return commands
 
 
-COMMANDS = readme_commands()
+COMMANDS = [command for path in DOCUMENTS if path.exists() for command in document_commands(path)]
 
 
 def substitute(arguments: list[str], tmp_path: Path) -> list[str]:
-    """The README's arguments with its placeholders filled in (see the module docstring)."""
+    """A command's arguments with its placeholders filled in (see the module docstring)."""
     elided = tmp_path / "elided"
     elided.mkdir(exist_ok=True)
     filled = []
@@ -254,10 +257,10 @@ def check_loading_command(entry: str, cfg, monkeypatch) -> None:
         getattr(module, entry)(cfg)
 
 
-@pytest.mark.parametrize(("line", "source", "entry", "arguments"), COMMANDS,
-                         ids=[f"README.md:{line}: {source.strip()[:80]}" for line, source, _, _ in COMMANDS])
-def test_readme_command_composes(line, source, entry, arguments, tmp_path, monkeypatch):
-    assert entry in ENTRIES, f"README.md:{line} does not parse as a shell line: {arguments}"
+@pytest.mark.parametrize(("document", "line", "source", "entry", "arguments"), COMMANDS,
+                         ids=[f"{document}:{line}: {source.strip()[:80]}" for document, line, source, _, _ in COMMANDS])
+def test_readme_command_composes(document, line, source, entry, arguments, tmp_path, monkeypatch):
+    assert entry in ENTRIES, f"{document}:{line} does not parse as a shell line: {arguments}"
     monkeypatch.chdir(tmp_path)  # relative paths of the command (outputs/...) land here if anything writes
     overrides = substitute(arguments, tmp_path)
     assert not [o for o in overrides if "data.table.root" in o], "the data set's folder is data.root"
@@ -273,14 +276,21 @@ def test_readme_command_composes(line, source, entry, arguments, tmp_path, monke
 
 
 def test_the_readme_commands_are_found():
-    """The collection itself: every command appears, the ones in tables, prose and wrapped spans included."""
-    by_entry = {entry: [line for line, _, e, _ in COMMANDS if e == entry] for entry in ENTRIES}
+    """The collection itself: every command appears, the ones in tables, prose and wrapped spans included, from the
+    README and from every docs page that shows one."""
+    by_entry = {entry: [line for _, line, _, e, _ in COMMANDS if e == entry] for entry in ENTRIES}
     assert all(by_entry.values()), by_entry
-    sources = [source for _, source, _, _ in COMMANDS]
+    documents = {document for document, *_ in COMMANDS}
+    assert {"README.md", "CONTRIBUTING.md", "docs/getting_started.md", "docs/search.md",
+            "docs/search_strategies.md", "docs/audits.md"} <= documents, sorted(documents)
+    readme = [source for document, _, source, _, _ in COMMANDS if document == "README.md"]
+    assert {entry for document, _, _, entry, _ in COMMANDS if document == "README.md"} == set(ENTRIES)  # the tour
+    assert any(source.startswith("python3.11 -m venv") for source in readme)  # the set-up line, after `&&`
+    sources = [source for _, _, source, _, _ in COMMANDS]
     assert any("data=celeba data.root=" in source for source in sources)  # a table cell
     assert any(source.startswith("python compare.py front=") and "train_overrides" in source
                for source in sources)  # an inline span wrapping onto the next line
     assert any("search.dask_scheduler_file" in source and "train_overrides" in source
                for source in sources)  # a `\` continuation
-    assert any(source.startswith("python3.11 -m venv") for source in sources)  # a command after `&&`
-    assert "data.table.root" not in README.read_text()
+    for path in DOCUMENTS:
+        assert "data.table.root" not in path.read_text(), path

@@ -19,6 +19,7 @@ AUDITS = {
     "attention_iou": "where the model looks, per group: Grad-CAM heatmap and region mask scores (Attention-IoU)",
     "fairness_indicators": "how strongly the embedding encodes the group: retrieval indicators (Fairness Indicators)",
 }
+"""The audits ``python audit.py audits=[...]`` runs: name -> what it asks (one module of this package each)."""
 
 
 def audit_module(name: str) -> ModuleType:

@@ -114,7 +114,7 @@ def probe_ranks(
     Gallery images are scored by closeness to the probe a: <a, b> when ``normalize`` (cosine similarity, which
     orders unit vectors as Euclidean distance does) and 2<a, b> - |b|^2 = |a|^2 - |a - b|^2 otherwise. Both take
     one matrix product per block and add no per-probe constant, so no extra rounding can break a tie; identical
-    gallery rows are scored once and share the score (:func:`_distinct_rows`).
+    gallery rows are scored once and share the score (``_distinct_rows``).
 
     Args:
         embeddings: [N, D] float tensor, already L2-normalised when ``normalize`` is True.

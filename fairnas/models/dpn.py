@@ -139,6 +139,7 @@ class SearchableDPN(nn.Module):
         self.pool = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Pooled features [B, num_features] of images ``x`` [B, C, H, W]."""
         return self.pool(self.features(x))
 
     def stage_features(self, x: torch.Tensor, last: int = 2) -> list[torch.Tensor]:
@@ -206,6 +207,7 @@ DPN_PRESETS: dict[str, dict[str, object]] = {
         stem_kernel_size=3,
     ),
 }
+"""The DPN sizes ``backbone.preset`` names: ``paper`` (thesis Sec. 4.4) and ``tiny`` (CPU-sized)."""
 
 
 def build_dpn(preset: str = "tiny", ops: object = (3, 0, 1), **overrides: object) -> SearchableDPN:
