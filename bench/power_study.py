@@ -6,10 +6,11 @@ the same configurations in every setting, one ``train`` run per (configuration, 
 
 - the seed noise: the default DPN (the preset's searchable DPN, ops 3-0-1) with ``--seeds`` seeds: mean validation
   error and the standard deviation (ddof 1) over seeds of error and rank disparity;
-- the spread across configurations, one seed each: the default DPN (seed 0), the hand-designed sweep
-  (``searchspaces/timm_zoo_small.yaml``'s architectures with the preset's head) and ``--dpn-configs``
-  configurations of the paper's DPN space (``searchspaces/dpn_paper.yaml``) sampled with a fixed seed. Only
-  configurations that learn (validation error below ``LEARNS``) count: a model at chance is trivially 'fair';
+- the spread across configurations, one seed each: the default DPN (seed 0), ``--dpn-configs`` configurations of
+  the paper's DPN space (``searchspaces/dpn_paper.yaml``) sampled with a fixed seed and the hand-designed sweep
+  (``searchspaces/timm_zoo_small.yaml``'s architectures with the preset's head; ``--no-sweep`` screens a setting
+  without it, the sweep being the costliest part). Only configurations that learn (validation error below
+  ``LEARNS``) count: a model at chance is trivially 'fair';
 - the cost: seconds per run (``train`` alone, data cached), median over the default DPN and the DPN sample (what a
   search trial at the full budget costs), and the sweep's total.
 
@@ -58,18 +59,20 @@ SETTINGS: dict[str, tuple[str, ...]] = {
 }
 
 
-def configurations(dpn_configs: int, head: str) -> list[tuple[str, str, tuple[str, ...]]]:
-    """(name, kind, overrides) of the configurations: the default DPN, the hand-designed sweep, a DPN sample."""
-    sweep = load_space(REPOSITORY / "searchspaces" / "timm_zoo_small.yaml")
+def configurations(dpn_configs: int, head: str, sweep: bool) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(name, kind, overrides) of the configurations: the default DPN, a DPN sample and (``sweep``) the
+    hand-designed sweep; each keeps its place (and run folder) whether or not the sweep is included."""
     rows = [("default DPN", "default", ())]
-    rows += [(f"{arch} {head}", "hand-designed", ("backbone=timm", f"backbone.name={arch}", f"head={head}"))
-             for arch in sweep.configspace["architecture"].choices]
     space = load_space(REPOSITORY / "searchspaces" / "dpn_paper.yaml", seed=SPACE_SEED)
     for config in space.configspace.sample_configuration(dpn_configs):
         config = dict(config)
         lr = config.get("lr_adam", config.get("lr_sgd"))
         name = f"DPN {config['op0']}{config['op1']}{config['op2']} {config['head']} {config['optimizer']} {lr:.2g}"
         rows.append((name, "DPN sample", tuple(space.overrides(config))))
+    if sweep:
+        zoo = load_space(REPOSITORY / "searchspaces" / "timm_zoo_small.yaml")
+        rows += [(f"{arch} {head}", "hand-designed", ("backbone=timm", f"backbone.name={arch}", f"head={head}"))
+                 for arch in zoo.configspace["architecture"].choices]
     return rows
 
 
@@ -90,14 +93,15 @@ def run(run_dir: Path, overrides: Sequence[str]) -> dict:
             "rank_disparity": float(record["val"]["rank_disparity"])}
 
 
-def study(setting: str, overrides: Sequence[str], seeds: int, dpn_configs: int, out: Path) -> pd.DataFrame:
+def study(setting: str, overrides: Sequence[str], seeds: int, dpn_configs: int, sweep: bool,
+          out: Path) -> pd.DataFrame:
     """One row per run of ``setting``."""
     base = ["experiment=showcase", "logger=none", "trainer.enable_progress_bar=false", *overrides]
     epochs = compose_config("train", base, output_dir=".").trainer.max_epochs
     trial = [f"trainer.check_val_every_n_epoch={epochs}", "eval.test=false"]
     head = compose_config("train", base, output_dir=".").head._target_.rsplit(".", 1)[-1].removesuffix("Head")
     rows = []
-    for index, (name, kind, config) in enumerate(configurations(dpn_configs, head.lower())):
+    for index, (name, kind, config) in enumerate(configurations(dpn_configs, head.lower(), sweep)):
         for seed in range(seeds if kind == "default" else 1):
             folder = out / setting / f"{index:02d}" / f"seed{seed}"
             rows.append({"setting": setting, "config": name, "kind": kind, "seed": seed,
@@ -134,11 +138,13 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--seeds", type=int, default=5, help="seeds of the default DPN (the seed noise)")
     parser.add_argument("--dpn-configs", type=int, default=8, help="configurations sampled from the DPN space")
     parser.add_argument("--overrides", nargs="*", default=[], help="added to every setting (e.g. for a smoke test)")
+    parser.add_argument("--no-sweep", dest="sweep", action="store_false",
+                        help="screen a setting on DPN configurations only (the sweep costs the most)")
     args = parser.parse_args(argv)
     for name in ("pytorch_lightning", "lightning.pytorch", "lightning.fabric"):
         logging.getLogger(name).setLevel(logging.WARNING)
-    runs = pd.concat([study(setting, [*SETTINGS[setting], *args.overrides], args.seeds, args.dpn_configs, args.out)
-                      for setting in args.settings])
+    runs = pd.concat([study(setting, [*SETTINGS[setting], *args.overrides], args.seeds, args.dpn_configs,
+                            args.sweep, args.out) for setting in args.settings])
     summary = summarize(runs)
     write_csv_atomic(runs, args.out / "runs.csv")
     write_csv_atomic(summary, args.out / "summary.csv")
