@@ -30,7 +30,7 @@ class FaceTable:
 
 
 def read_generic(root: str | Path, metadata: str = "metadata.csv", attribute: str = "group") -> FaceTable:
-    """Read an image folder with a metadata CSV (columns path, identity, split, <attribute>, extras)."""
+    """Read an image folder with a metadata CSV (columns ``path``, ``identity``, ``split``, ``<attribute>`` and extras)."""
     root = Path(root).expanduser()
     if not root.is_dir():
         raise FileNotFoundError(f"data.root: dataset directory '{root}' does not exist")
