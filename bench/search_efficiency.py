@@ -1,45 +1,54 @@
-"""Search efficiency: hypervolume at equal consumed compute for SMAC, random search and Syne Tune's MO-ASHA.
+"""Search efficiency: hypervolume at equal consumed compute for every search strategy, side by side.
 
-Methods (every one minimises all objectives; same space, budgets and target per problem):
+Methods (every one minimises all objectives through ``run_search``; same space, budgets and target per problem):
 
-- ``smac``: ``run_search`` with ``SearchSettings(strategy="smac")``, Hyperband with eta and ParEGO, promoted
-  configurations continue from their lower-budget checkpoints (fairnas's default, beyond the paper);
+- ``smac``: ``SearchSettings(strategy="smac")``, Hyperband with eta and ParEGO, promoted configurations continue from
+  their lower-budget checkpoints (fairnas's default, beyond the paper);
 - ``smac_scratch``: the same SMAC search, every promoted configuration retrained from scratch (the paper);
-- ``random``: ``run_search`` with ``SearchSettings(strategy="random")``, every configuration trained to the
-  maximum budget;
-- ``moasha``: ``run_search`` with ``SearchSettings(strategy="moasha")``, Syne Tune's MO-ASHA (the closest peer:
-  multi-fidelity, multi-objective; ``fairnas/search/moasha.py``), promoted configurations continue.
+- ``random``: ``strategy="random"``, every configuration trained to the maximum budget;
+- ``moasha``: ``strategy="moasha"``, Syne Tune's MO-ASHA (the closest peer: multi-fidelity, multi-objective;
+  ``fairnas/search/moasha.py``), promoted configurations continue;
+- ``nsga2``: ``strategy="nsga2"``, pymoo's NSGA-II (``fairnas/search/nsga2.py``), generations of
+  ``population_size`` trials at the maximum budget.
 
 Problems:
 
 - ``analytic``: ``NoisyMultiFidelityProblem`` (ZDT1 on [0, 1]^4, noise sd 0.3 / budget), budgets 1 to 8
-  "epochs" with eta = 2; reference point (1.1, 11): the objective box [0, 1] x [0, 10] plus 10 %.
+  "epochs" with eta = 2; reference point (1.1, 11): the objective box [0, 1] x [0, 10] plus 10 %. Its maximum
+  hypervolume is that of the noise-free front f2 = 1 - sqrt(f1): 1.1 x 11 - 1/3 (the noise only adds).
+- ``momf_branin_currin``, ``momf_park``: BoTorch's multi-objective multi-fidelity test problems (Irshad et al.
+  2021; ``botorch_problems.py``), budgets 1 to 8 epochs mapped linearly onto the fidelity input, eta = 2,
+  BoTorch's reference point and maximum hypervolume (``max_hv``).
 - ``faces``: ``TrainingTarget`` on the paper's DPN space (searchspaces/dpn_paper.yaml) with the small
   synthetic-face set of ``experiment=smoke`` on the CPU, budgets 1 to 4 epochs with eta = 2, objectives
   validation error and rank disparity; reference point (1, 1): error 1 is chance, a rank disparity of one
   identity is the worst the front is credited for.
+- ``table``: the tabular benchmark of the embedded problem (``bench/tabular.py``, ``bench/tables/dpn_showcase``):
+  look-ups of every configuration's per-epoch validation metrics, maximum hypervolume that of the table's front.
 
-Equal consumed compute. The unit is the epoch actually trained. Random search pays the maximum budget per
-trial; ``smac_scratch`` pays each trial's budget; ``smac`` pays a promoted configuration only the epochs between
+Equal consumed compute. The unit is the epoch actually trained. Random search and NSGA-II pay the maximum budget
+per trial; ``smac_scratch`` pays each trial's budget; ``smac`` pays a promoted configuration only the epochs between
 its highest earlier budget (same seed) and the new one; MO-ASHA pays each trial (one rung) the epochs from the
 rung below. On ``faces`` these are measured: ``TrainingTarget(continue_across_fidelities=True/False)`` trains them
 and its trial records are read with ``epochs_saved`` (a trial that crashes mid-training records none and costs 0).
-On ``analytic`` nothing trains and the same rule is applied to the calls (``RetrainingCost``). Every run is
+On the other problems nothing trains and the same rule is applied to the calls (``RetrainingCost``). Every run is
 stopped by one rule on consumed compute (``MeteredTarget``): a trial starts only while the compute consumed is
 below ``--total-budget``. ``run_search``'s own ``total_budget`` bounds the nominal
 budget (what retraining from scratch costs) and would hand the continuing search less compute than the others,
 so it is set to a cap that cannot bind first: promotions go up by eta, so continuing saves at most 1/eta of a
 trial's budget and nominal <= eta / (eta - 1) x consumed. The hypervolume at the budget counts the trials that
 finished within it (max-budget successful trials, observed objectives, the fixed reference point; pymoo's HV
-through ``fairnas.search.hypervolume``). Seed s is the seed of SMAC, of the random sampler (MO-ASHA draws the
-same configurations as random search), and of the target (training seed; analytic noise stream).
+through ``fairnas.search.hypervolume``). Seed s is the seed of the strategy (SMAC, the random sampler, NSGA-II;
+MO-ASHA draws the same configurations as random search), and of the target (training seed; analytic noise stream).
 
 Budget to reach random search: the target is the mean over seeds of random search's hypervolume at the total
 budget; for each run, the consumed compute after which its hypervolume first reaches it; the table gives the
 median over seeds and how many seeds reached it within the total budget (the median is ">B" when fewer than half
-did).
+did). ``--figure`` draws the hypervolume (as a share of the maximum where known) against consumed epochs, mean ±
+standard error over seeds, one panel per problem.
 
-    PYTHONHASHSEED=0 python bench/search_efficiency.py --problem all --seeds 5 --output search_efficiency.csv
+    PYTHONHASHSEED=0 python bench/search_efficiency.py --problem analytic momf_branin_currin momf_park table \\
+        --seeds 10 --output search_efficiency.csv --figure docs/assets/search_efficiency.png
 """
 
 from __future__ import annotations
@@ -51,9 +60,10 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -66,7 +76,9 @@ from fairnas.search.trial import Target
 from fairnas.tasks.search_target import TrainingTarget
 
 from _compute_meter import ComputeBudgetReached, CostMeter, EpochsTrained, MeteredTarget, RetrainingCost
+from _efficiency_figure import efficiency_figure, volume_on_grid
 from analytic import NoisyMultiFidelityProblem
+from tabular import TableTarget, front_hypervolume, load_table
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 METHODS = {
@@ -74,6 +86,7 @@ METHODS = {
     "smac_scratch": "SMAC, from scratch",
     "random": "random search",
     "moasha": "Syne Tune MO-ASHA",
+    "nsga2": "NSGA-II",
 }
 FACE_OVERRIDES = (
     "experiment=smoke",
@@ -100,6 +113,9 @@ class Problem:
     default_total_budget: float
     make_target: Callable[[Path, bool], tuple[Target, CostMeter]]
     """``make_target(run_dir, continue_across_fidelities)`` -> (target, meter of the epochs each call trains)."""
+    max_hypervolume: float | None = None
+    """The best hypervolume any search can reach (a table's own front, an analytic front), when known: results are
+    also reported as a share of it."""
 
 
 def analytic_problem() -> Problem:
@@ -115,6 +131,27 @@ def analytic_problem() -> Problem:
         reference_point=(1.1, 11.0),
         default_total_budget=400,
         make_target=lambda run_dir, continuing: (zdt1, RetrainingCost(continuing)),
+        max_hypervolume=1.1 * 11.0 - 1 / 3,  # the noise-free front f2 = 1 - sqrt(f1) inside (1.1, 11)
+    )
+
+
+def botorch_problem(name: str) -> Problem:
+    """BoTorch's ``MOMFBraninCurrin`` or ``MOMFPark`` (``botorch_problems.py``) over budgets 1 to 8 epochs."""
+    from botorch_problems import MomfTarget  # BoTorch is in the bench extra only
+
+    target = MomfTarget(name, min_budget=1, max_budget=8)
+    configspace = target.configspace()
+    return Problem(
+        name=name,
+        space=SearchSpace(configspace=configspace, keys={name: name for name in configspace}),
+        objectives=target.objectives,
+        min_budget=target.min_budget,
+        max_budget=target.max_budget,
+        eta=2,
+        reference_point=target.reference_point,
+        default_total_budget=400,
+        make_target=lambda run_dir, continuing: (target, RetrainingCost(continuing)),
+        max_hypervolume=target.max_hypervolume,
     )
 
 
@@ -124,9 +161,12 @@ def face_problem(
     reference_point: tuple[float, float] = (1.0, 1.0),
     default_total_budget: float = 32,
     max_budget: float = 4,
+    space_file: Path = REPOSITORY / "searchspaces" / "dpn_paper.yaml",
+    max_hypervolume: float | None = None,
 ) -> Problem:
-    """The paper's DPN space trained on synthetic faces with ``overrides`` (default: ``experiment=smoke``)."""
-    space = load_space(REPOSITORY / "searchspaces" / "dpn_paper.yaml")
+    """A DPN space (default: the paper's) trained live on synthetic faces with ``overrides`` (default:
+    ``experiment=smoke``)."""
+    space = load_space(space_file)
     objectives = ("error", "rank_disparity")
 
     def make_target(run_dir: Path, continuing: bool) -> tuple[Target, CostMeter]:
@@ -150,14 +190,53 @@ def face_problem(
         reference_point=reference_point,
         default_total_budget=default_total_budget,
         make_target=make_target,
+        max_hypervolume=max_hypervolume,
     )
 
 
-PROBLEMS = {"analytic": analytic_problem, "faces": face_problem}
+def table_problem(name: str = "dpn_showcase", tables: Path | None = None) -> Problem:
+    """The tabular benchmark ``bench/tables/<name>`` (``bench/tabular.py``): look-ups instead of training, so
+    consumed epochs are charged as if trained (``RetrainingCost``). Reference point: error 1 and 1.1 x the largest
+    validation rank disparity of the table at the maximum budget, so every configuration of the table lies inside."""
+    table, spec = load_table(name, *([tables] if tables else []))
+    objectives, max_budget = tuple(spec["objectives"]), spec["max_budget"]
+    final = table[table["epoch"] == max_budget]
+    reference_point = (1.0, 1.1 * float(final["val/rank_disparity"].max()))
+    target = TableTarget(table, objectives)
+    return Problem(
+        name=f"table:{name}",
+        space=load_space(REPOSITORY / spec["space"]),
+        objectives=objectives,
+        min_budget=1,
+        max_budget=max_budget,
+        eta=2,
+        reference_point=reference_point,
+        default_total_budget=30 * max_budget,
+        make_target=lambda run_dir, continuing: (target, RetrainingCost(continuing)),
+        max_hypervolume=front_hypervolume(table, objectives, max_budget, reference_point),
+    )
 
 
-def run_method(problem: Problem, method: str, *, seed: int, total_budget: float, run_dir: Path) -> pd.DataFrame:
+PROBLEMS = {
+    "analytic": analytic_problem,
+    "momf_branin_currin": lambda: botorch_problem("momf_branin_currin"),
+    "momf_park": lambda: botorch_problem("momf_park"),
+    "faces": face_problem,
+    "table": table_problem,
+}
+
+
+def run_method(
+    problem: Problem,
+    method: str,
+    *,
+    seed: int,
+    total_budget: float,
+    run_dir: Path,
+    settings: Mapping[str, Any] | None = None,
+) -> pd.DataFrame:
     """One search until ``total_budget`` epochs are consumed; its trials in finishing order with their ``cost``.
+    ``settings`` override the problem's ``SearchSettings`` (e.g. ``eta``; ``bench/smac_defaults.py``).
 
     The result is kept in ``run_dir/consumed.csv``; a run that finished before is read back from it, not re-run.
     """
@@ -166,19 +245,20 @@ def run_method(problem: Problem, method: str, *, seed: int, total_budget: float,
         return pd.read_csv(finished)
     target, meter = problem.make_target(run_dir, method != "smac_scratch")
     metered = MeteredTarget(target, meter, limit=total_budget)
-    nominal_cap = total_budget * problem.eta / (problem.eta - 1) + problem.max_budget
-    settings = SearchSettings(
-        objectives=problem.objectives,
-        min_budget=problem.min_budget,
-        max_budget=problem.max_budget,
-        eta=problem.eta,
-        total_budget=nominal_cap,
-        strategy="smac" if method == "smac_scratch" else method,
-        seed=seed,
-        reference_point=problem.reference_point,
-    )
+    values = {
+        "objectives": problem.objectives,
+        "min_budget": problem.min_budget,
+        "max_budget": problem.max_budget,
+        "eta": problem.eta,
+        "strategy": "smac" if method == "smac_scratch" else method,
+        "seed": seed,
+        "reference_point": problem.reference_point,
+        **(settings or {}),
+    }
+    nominal_cap = total_budget * values["eta"] / (values["eta"] - 1) + problem.max_budget
+    search_settings = SearchSettings(**values, total_budget=nominal_cap)
     try:
-        run_search(metered, problem.space, settings, output_dir=run_dir / "search")
+        run_search(metered, problem.space, search_settings, output_dir=run_dir / "search")
     except ComputeBudgetReached:
         pass  # trials.csv holds every finished trial
     trials = SearchResult.load(run_dir / "search").trials
@@ -236,8 +316,7 @@ def benchmark(
 
 def hypervolume_at(curve: pd.DataFrame, budget: float) -> float:
     """Hypervolume of the trials finished within ``budget`` consumed epochs (0 before any)."""
-    within = curve.loc[curve["consumed_budget"] <= budget + 1e-9, "hypervolume"]
-    return float(within.max()) if len(within) else 0.0
+    return float(volume_on_grid(curve, np.array([budget]))[0])
 
 
 def budget_to_reach(curve: pd.DataFrame, volume: float) -> float:
@@ -246,22 +325,32 @@ def budget_to_reach(curve: pd.DataFrame, volume: float) -> float:
     return float(reached.min()) if len(reached) else np.inf
 
 
-def summarize(runs: pd.DataFrame, total_budget: float) -> pd.DataFrame:
-    """Per method: hypervolume at ``total_budget`` (mean, std over seeds) and the budget to reach random search."""
+def summarize(runs: pd.DataFrame, total_budget: float, max_hypervolume: float | None = None) -> pd.DataFrame:
+    """Per method: hypervolume at ``total_budget`` (mean, standard deviation and standard error over seeds; as a
+    share of ``max_hypervolume`` when given), its difference from random search paired by seed (mean and standard
+    error), and the budget to reach random search's mean hypervolume."""
     per_run = runs.groupby(["method", "seed"], sort=False)
     at_budget = per_run.apply(lambda curve: hypervolume_at(curve, total_budget))
-    goal = at_budget.xs("random", level="method").mean() if "random" in at_budget.index.get_level_values(0) else None
+    random = at_budget.xs("random", level="method") if "random" in at_budget.index.get_level_values(0) else None
+    goal = None if random is None else random.mean()
     rows = []
     for method, volumes in at_budget.groupby(level="method", sort=False):
+        volumes = volumes.droplevel("method")
         row = {
             "method": method,
             "seeds": len(volumes),
             "hv_mean": volumes.mean(),
             "hv_std": volumes.std(ddof=1) if len(volumes) > 1 else 0.0,
+            "hv_sem": volumes.sem() if len(volumes) > 1 else 0.0,
             "trials_mean": per_run.size()[method].mean(),
             "wall_time_s_mean": per_run["run_wall_time_s"].first()[method].mean(),
         }
-        if goal is not None:
+        if max_hypervolume:
+            row.update(share_mean=row["hv_mean"] / max_hypervolume, share_sem=row["hv_sem"] / max_hypervolume)
+        if random is not None:
+            difference = (volumes - random).dropna()  # paired by seed
+            row.update(diff_mean=difference.mean(), diff_sem=difference.sem() if len(difference) > 1 else 0.0,
+                       ahead=int((difference > 0).sum()))
             budgets = np.array([
                 budget_to_reach(curve, goal) for (name, _), curve in per_run if name == method
             ])
@@ -274,24 +363,35 @@ def summarize(runs: pd.DataFrame, total_budget: float) -> pd.DataFrame:
 
 
 def format_table(summary: pd.DataFrame, problem: Problem, total_budget: float) -> str:
+    """A markdown table: per method hypervolume (mean ± s.e.), its share of the problem's maximum when summarised,
+    the paired difference from random search in standard errors, trials, and the epochs to reach random search."""
     goal = summary.attrs["random_hypervolume"]
     lines = [
-        f"{problem.name}: hypervolume at {total_budget:g} consumed epochs, reference point {problem.reference_point}, "
-        f"budgets {problem.min_budget:g}-{problem.max_budget:g} (eta {problem.eta})",
+        f"{problem.name}: hypervolume at {total_budget:g} consumed epochs, reference point "
+        f"{tuple(round(value, 4) for value in problem.reference_point)}, budgets {problem.min_budget:g}-"
+        f"{problem.max_budget:g} (eta {problem.eta}), {summary['seeds'].max()} seeds, mean ± standard error",
+        "",
     ]
-    header = f"{'method':<20} | {'seeds':>5} | {'hypervolume (mean ± std)':>24} | {'trials':>6} | {'s / run':>7}"
+    header = ["method", "hypervolume"]
+    shares = "share_mean" in summary
+    if shares:
+        header.append(f"share of max ({problem.max_hypervolume:.4g})")
     if goal is not None:
-        header += f" | {f'epochs to reach random ({goal:.4f})':>33}"
-    lines += [header, "-" * len(header)]
+        header += ["minus random search (paired)", "seeds ahead", f"epochs to reach random ({goal:.4g})"]
+    header.append("trials")
+    lines += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for row in summary.itertuples():
-        line = (
-            f"{METHODS[row.method]:<20} | {row.seeds:>5} | {f'{row.hv_mean:.4f} ± {row.hv_std:.4f}':>24} | "
-            f"{row.trials_mean:>6.1f} | {row.wall_time_s_mean:>7.0f}"
-        )
+        cells = [METHODS[row.method], f"{row.hv_mean:.4f} ± {row.hv_sem:.4f}"]
+        if shares:
+            cells.append(f"{row.share_mean:.3f} ± {row.share_sem:.3f}")
         if goal is not None:
+            margin = row.diff_mean / row.diff_sem if row.diff_sem > 0 else float("nan")
             median = f"{row.budget_to_random:g}" if np.isfinite(row.budget_to_random) else f">{total_budget:g}"
-            line += f" | {f'{median} (median; {row.reached}/{row.seeds} seeds)':>33}"
-        lines.append(line)
+            cells += ["" if row.method == "random" else f"{row.diff_mean:+.4f} ± {row.diff_sem:.4f} ({margin:+.1f} s.e.)",
+                      "" if row.method == "random" else f"{row.ahead}/{row.seeds}",
+                      f"{median} ({row.reached}/{row.seeds} seeds)"]
+        cells.append(f"{row.trials_mean:.1f}")
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -306,12 +406,14 @@ def quiet_training_logs() -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--problem", choices=[*PROBLEMS, "all"], default="analytic")
+    parser.add_argument("--problem", nargs="+", choices=[*PROBLEMS, "all"], default=["analytic"])
     parser.add_argument("--seeds", type=int, default=5, help="seeds 0 .. N-1 per method")
-    parser.add_argument("--total-budget", type=float, help="consumed epochs per run (default: analytic 400, faces 32)")
+    parser.add_argument("--total-budget", type=float,
+                        help="consumed epochs per run (default: faces 32, table 30 max-budget trials, others 400)")
     parser.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS))
     parser.add_argument("--output", type=Path, help="CSV of every trial of every run")
     parser.add_argument("--work-dir", type=Path, help="keep the searches here (default: a temporary directory)")
+    parser.add_argument("--figure", type=Path, help="PNG of hypervolume against consumed epochs, a panel per problem")
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error(f"--seeds must be >= 1, got {args.seeds}")
@@ -321,8 +423,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     # The tiny face models gain nothing from intra-op threads, and threads thrash when the cores are shared.
     torch.set_num_threads(1)
 
-    problems = [factory() for name, factory in PROBLEMS.items() if args.problem in (name, "all")]
-    all_runs = []
+    problems = [factory() for name, factory in PROBLEMS.items() if {name, "all"} & set(args.problem)]
+    all_runs, budgets = [], []
     with tempfile.TemporaryDirectory(prefix="search_efficiency_") as scratch:
         work_dir = args.work_dir or Path(scratch)
         for problem in problems:
@@ -331,9 +433,13 @@ def main(argv: Sequence[str] | None = None) -> None:
                 problem, methods=args.methods, seeds=range(args.seeds), total_budget=total_budget, work_dir=work_dir
             )
             all_runs.append(runs)
-            print(format_table(summarize(runs, total_budget), problem, total_budget), flush=True)
+            budgets.append(total_budget)
+            summary = summarize(runs, total_budget, problem.max_hypervolume)
+            print(format_table(summary, problem, total_budget), flush=True)
     if args.output is not None:
         write_text_atomic(args.output, pd.concat(all_runs, ignore_index=True).to_csv(index=False))
+    if args.figure is not None:
+        efficiency_figure(problems, all_runs, budgets, METHODS).savefig(args.figure, dpi=100)
     print(f"load average at the end (1/5/15 min): {' '.join(f'{load:.1f}' for load in os.getloadavg())}")
 
 

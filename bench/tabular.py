@@ -11,6 +11,10 @@ spec (``<name>.json``: space, preset overrides, seed, budgets, build time, machi
     python bench/tabular.py build --name dpn_showcase               # resumable: finished runs are read back
     python bench/tabular.py summary --name dpn_showcase             # size, front, spread of the table
 
+On 2 cores, two single-threaded shards finish sooner than one two-threaded process::
+
+    OMP_NUM_THREADS=1 python bench/tabular.py build --shard 0/2 & OMP_NUM_THREADS=1 python bench/tabular.py build --shard 1/2
+
 A run lives in ``outputs/tabular/<name>/<config id>/`` (checkpoints are not kept in the table); ``epochs.json``
 there records its per-epoch metrics as soon as each epoch is validated.
 """
@@ -22,6 +26,7 @@ import itertools
 import json
 import os
 import platform
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
@@ -97,20 +102,25 @@ def _is_active(configspace: ConfigurationSpace, name: str, values: dict[str, Any
 
 
 def build(name: str, overrides: Sequence[str], work_dir: Path, tables: Path = TABLES, space_file: Path = SPACE,
-          max_budget: int = MAX_BUDGET) -> pd.DataFrame:
-    """Train every configuration of ``space_file`` (those not finished before) and write the table and its spec."""
+          max_budget: int = MAX_BUDGET, shard: tuple[int, int] = (0, 1)) -> pd.DataFrame | None:
+    """Train every configuration of ``space_file`` (those not finished before) and write the table and its spec.
+
+    ``shard=(k, n)`` trains only every n-th configuration from the k-th, so n single-threaded processes share the
+    cores; whichever finds every run finished writes the table (``None`` until then).
+    """
     space = load_space(space_file)
     configs = list(grid(space))
-    base = ["experiment=showcase", "logger=none", "trainer.enable_progress_bar=false", *overrides,
-            f"trainer.max_epochs={max_budget}", f"scheduler.horizon_epochs={max_budget}", f"seed={SEED}",
-            "eval.test_every_epoch=true", "eval.test=false", "callbacks.model_checkpoint.save_top_k=0"]
+    base = table_overrides(overrides, max_budget)
     start = time.perf_counter()
-    rows = []
-    for index, config in enumerate(configs):
-        rows += table_rows(config, train_config(config, space, base, work_dir), space)
-        print(f"[table] {index + 1}/{len(configs)} {config_id(config)} {config}: val error "
-              f"{rows[-1]['val/error']:.3f} rank disparity {rows[-1]['val/rank_disparity']:.2f}", flush=True)
-    table = pd.DataFrame(rows)
+    for index, config in enumerate(configs[shard[0]::shard[1]]):
+        epochs = train_config(config, space, base, work_dir)
+        print(f"[table] shard {shard[0]}/{shard[1]} run {index + 1} {config_id(config)} {config}: val error "
+              f"{epochs[-1]['val']['error']:.3f} rank disparity {epochs[-1]['val']['rank_disparity']:.2f}",
+              flush=True)
+    if not all((work_dir / config_id(config) / "seconds.json").is_file() for config in configs):
+        return None
+    table = pd.DataFrame([row for config in configs
+                          for row in table_rows(config, train_config(config, space, base, work_dir), space)])
     seconds = {config_id(config): json.loads((work_dir / config_id(config) / "seconds.json").read_text())
                for config in configs}
     write_csv_atomic(table, tables / f"{name}.csv")
@@ -119,10 +129,17 @@ def build(name: str, overrides: Sequence[str], work_dir: Path, tables: Path = TA
         "seed": SEED, "train_overrides": base, "configurations": len(configs),
         "train_seconds": {"total": sum(seconds.values()), "median": float(pd.Series(seconds).median())},
         "build_command": f"python bench/tabular.py build --name {name}",
-        "this_invocation_seconds": time.perf_counter() - start,
+        "this_invocation_seconds": time.perf_counter() - start, "shards": shard[1],
         "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores", "commit": _commit(),
     })
     return table
+
+
+def table_overrides(overrides: Sequence[str], max_budget: int) -> list[str]:
+    """The training overrides of every run of a table built with ``overrides`` (its spec records them)."""
+    return ["experiment=showcase", "logger=none", "trainer.enable_progress_bar=false", *overrides,
+            f"trainer.max_epochs={max_budget}", f"scheduler.horizon_epochs={max_budget}", f"seed={SEED}",
+            "eval.test_every_epoch=true", "eval.test=false", "callbacks.model_checkpoint.save_top_k=0"]
 
 
 def train_config(config: dict[str, Any], space: SearchSpace, base: Sequence[str], work_dir: Path) -> list[dict]:
@@ -130,6 +147,7 @@ def train_config(config: dict[str, Any], space: SearchSpace, base: Sequence[str]
     run_dir = work_dir / config_id(config)
     record = run_dir / "seconds.json"
     if not record.is_file():
+        shutil.rmtree(run_dir, ignore_errors=True)  # an interrupted run starts over
         overrides = [*base, *space.overrides(config),
                      f"+callbacks.epoch_recorder._target_={EpochRecorder.__module__}.EpochRecorder",
                      f"+callbacks.epoch_recorder.path={run_dir / EPOCHS_FILE}"]
@@ -190,6 +208,14 @@ def _commit() -> str:
     return done.stdout.strip()
 
 
+def _shard(text: str) -> tuple[int, int]:
+    """``K/N`` with 0 <= K < N."""
+    k, _, n = text.partition("/")
+    if not (k.isdigit() and n.isdigit() and int(k) < int(n)):
+        raise argparse.ArgumentTypeError(f"--shard must be K/N with 0 <= K < N, got {text!r}")
+    return int(k), int(n)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=["build", "summary"])
@@ -199,10 +225,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--space", type=Path, default=SPACE, help="the discrete space file to tabulate")
     parser.add_argument("--max-budget", type=int, default=MAX_BUDGET, help="epochs of every run")
     parser.add_argument("--overrides", nargs="*", default=[], help="train.py overrides after experiment=showcase")
+    parser.add_argument("--shard", type=_shard, default=(0, 1), metavar="K/N",
+                        help="train every N-th configuration from the K-th (run N processes, K = 0..N-1)")
     args = parser.parse_args(argv)
     if args.command == "build":
         work_dir = args.work_dir or REPOSITORY / "outputs" / "tabular" / args.name
-        build(args.name, args.overrides, work_dir, args.tables, args.space.resolve(), args.max_budget)
+        if build(args.name, args.overrides, work_dir, args.tables, args.space.resolve(), args.max_budget,
+                 args.shard) is None:
+            print(f"[table] shard {args.shard[0]}/{args.shard[1]} done; other shards still running")
+            return
     print(summary(*load_table(args.name, args.tables)))
 
 

@@ -1,4 +1,5 @@
-"""bench/search_efficiency.py: compute metering, equal-consumed-budget runs and the summary, on the analytic problem."""
+"""bench/search_efficiency.py: compute metering, equal-consumed-budget runs of every method, the summary and the
+figure, on the analytic and BoTorch problems."""
 
 import importlib
 from pathlib import Path
@@ -6,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+
+from tests.test_bench_tabular import SPACE, TINY
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
@@ -44,7 +47,7 @@ def test_metered_target_stops_starting_calls_at_the_consumed_limit(meter):
         metered.costs_of(trials.iloc[::-1])
 
 
-@pytest.mark.parametrize("methods", [("smac", "smac_scratch", "random"), ("random", "moasha")])
+@pytest.mark.parametrize("methods", [("smac", "smac_scratch", "random"), ("random", "moasha", "nsga2")])
 def test_benchmark_runs_every_method_to_the_same_consumed_budget(bench, tmp_path, methods):
     if "moasha" in methods:
         pytest.importorskip("syne_tune")
@@ -71,6 +74,9 @@ def test_benchmark_runs_every_method_to_the_same_consumed_budget(bench, tmp_path
         assert set(moasha["budget"]) <= {1.0, 2.0, 4.0, 8.0} and moasha["cost"].sum() < moasha["budget"].sum()
         # MO-ASHA draws the configurations random search draws with the same seed
         assert moasha["config_id"].iloc[0] == random["config_id"].iloc[0]
+    if "nsga2" in methods:
+        nsga2 = runs[runs["method"] == "nsga2"]  # the first generation: every trial at the maximum budget
+        assert (nsga2["budget"] == problem.max_budget).all() and (nsga2["cost"] == nsga2["budget"]).all()
 
 
 def test_summary_reads_hypervolume_at_the_budget_and_the_budget_to_reach_random(bench):
@@ -91,8 +97,14 @@ def test_summary_reads_hypervolume_at_the_budget_and_the_budget_to_reach_random(
     # random seed 1 reaches 3.0 after 8 epochs, seed 0 never: median over [8, inf]
     assert summary.loc["random", "reached"] == 1 and np.isinf(summary.loc["random", "budget_to_random"])
     assert summary.loc["smac", "reached"] == 1
+    # paired by seed: 3.5 - 2.0 and 1.0 - 4.0
+    assert summary.loc["smac", "diff_mean"] == pytest.approx(-0.75) and summary.loc["smac", "ahead"] == 1
+    assert summary.loc["smac", "diff_sem"] == pytest.approx(np.std([1.5, -3.0], ddof=1) / np.sqrt(2))
+    shares = bench.summarize(runs, 16, max_hypervolume=6.0).set_index("method")
+    assert shares.loc["random", "share_mean"] == pytest.approx(0.5)
     table = bench.format_table(bench.summarize(runs, 16), bench.analytic_problem(), 16)
-    assert "SMAC, continuing" in table and ">16 (median; 1/2 seeds)" in table
+    assert "| SMAC, continuing | 2.2500 ± 1.2500 |" in table and ">16 (1/2 seeds)" in table
+    assert "-0.7500 ± 2.2500 (-0.3 s.e.)" in table
 
 
 def test_bad_input_fails_before_any_trial(bench, tmp_path):
@@ -102,3 +114,116 @@ def test_bad_input_fails_before_any_trial(bench, tmp_path):
     with pytest.raises(ValueError, match="below one max-budget trial"):
         bench.benchmark(problem, methods=["random"], seeds=[0], total_budget=4, work_dir=tmp_path)
     assert not any(tmp_path.iterdir())
+
+
+@pytest.fixture
+def momf(monkeypatch):
+    pytest.importorskip("botorch")
+    monkeypatch.syspath_prepend(str(BENCH))
+    return importlib.import_module("botorch_problems")
+
+
+@pytest.mark.parametrize("name", ["momf_branin_currin", "momf_park"])
+def test_momf_target_minimises_botorchs_maximised_objectives_at_the_budgets_fidelity(momf, name):
+    import torch
+
+    target = momf.MomfTarget(name, min_budget=1, max_budget=8)
+    problem = momf.PROBLEMS[name](negate=True)  # BoTorch's convention: maximised
+    config = {input_name: 0.1 + 0.2 * i for i, input_name in enumerate(target.inputs)}
+    assert list(target.configspace()) == list(target.inputs) == [f"x{i}" for i in range(problem.dim - 1)]
+    assert [target.fidelity(budget) for budget in (1, 4.5, 8)] == [0.0, 0.5, 1.0]
+    direct = problem.evaluate_true(torch.tensor([[*config.values(), 0.5]], dtype=torch.double))[0]
+    # negate=True: BoTorch maximises -evaluate_true; minimising its negation gives evaluate_true back
+    assert target(config, 0, 4.5) == pytest.approx({"f1": float(direct[0]), "f2": float(direct[1])})
+    assert target.reference_point == (0.0, 0.0) and target.max_hypervolume == problem.max_hv
+    # signs: random target-fidelity points dominate a good part of the box below the reference point
+    from fairnas.search.hypervolume import hypervolume
+
+    inputs = np.random.default_rng(0).random((2000, len(target.inputs)))
+    values = [list(target(dict(zip(target.inputs, x)), 0, 8).values()) for x in inputs]
+    assert 0.8 < hypervolume(np.array(values), target.reference_point) / target.max_hypervolume < 1.05
+
+
+@pytest.mark.parametrize("name", ["momf_branin_currin", "momf_park"])
+def test_momf_problems_run_every_method_and_report_the_share_of_botorchs_maximum(bench, momf, tmp_path, name):
+    problem = bench.PROBLEMS[name]()
+    assert problem.reference_point == (0.0, 0.0) and problem.max_hypervolume > 0
+    runs = bench.benchmark(problem, methods=["smac", "random", "nsga2"], seeds=[0, 1], total_budget=24,
+                           work_dir=tmp_path)
+    summary = bench.summarize(runs, 24, problem.max_hypervolume).set_index("method")
+    assert (summary["share_mean"] < 1).all() and summary.loc["random", "share_mean"] > 0
+    assert "| NSGA-II |" in bench.format_table(summary.reset_index(), problem, 24)
+
+
+def test_the_figure_has_a_panel_per_problem_with_a_band_per_method(bench, tmp_path):
+    problem = bench.analytic_problem()
+    runs = bench.benchmark(problem, methods=["random", "nsga2"], seeds=[0, 1], total_budget=24, work_dir=tmp_path)
+    figure = bench.efficiency_figure([problem, problem], [runs, runs], [24, 24], bench.METHODS)
+    axes = [axis for axis in figure.axes if axis.get_visible()]
+    assert len(axes) == 2 and [line.get_label() for line in axes[0].lines] == ["random search", "NSGA-II"]
+    assert len(axes[0].collections) == 2  # the ± s.e. bands
+    assert axes[0].lines[0].get_ydata().max() <= 1  # a share of the maximum hypervolume
+    figure.savefig(tmp_path / "figure.png", dpi=50)
+    grid = np.array([0.0, 8.0, 23.0, 24.0])
+    curve = runs[(runs["method"] == "random") & (runs["seed"] == 0)]
+    assert bench.volume_on_grid(curve, grid).tolist() == [0.0, *(bench.hypervolume_at(curve, b) for b in grid[1:])]
+
+
+def test_the_main_writes_the_table_csv_and_figure(bench, tmp_path, capsys):
+    bench.main(["--problem", "analytic", "--seeds", "1", "--total-budget", "16", "--methods", "random", "nsga2",
+                "--output", str(tmp_path / "runs.csv"), "--figure", str(tmp_path / "figure.png")])
+    assert "| NSGA-II |" in capsys.readouterr().out
+    assert set(pd.read_csv(tmp_path / "runs.csv")["method"]) == {"random", "nsga2"}
+    assert (tmp_path / "figure.png").stat().st_size > 0
+
+
+@pytest.fixture(scope="module")
+def tiny_table(tmp_path_factory):
+    """A tiny table (6 configurations x 2 epochs) built as tests/test_bench_tabular.py builds one."""
+    import sys
+
+    sys.path.insert(0, str(BENCH))
+    tabular = importlib.import_module("tabular")
+    folder = tmp_path_factory.mktemp("table")
+    (folder / "space.yaml").write_text(SPACE)
+    cache = tmp_path_factory.mktemp("cache")
+    tabular.build("tiny", [*TINY, f"paths.cache_dir={cache}"], folder / "runs", tables=folder,
+                  space_file=folder / "space.yaml", max_budget=2)
+    return folder
+
+
+def test_every_method_searches_the_table(bench, tiny_table, tmp_path):
+    pytest.importorskip("syne_tune")
+    problem = bench.table_problem("tiny", tables=tiny_table)
+    runs = bench.benchmark(problem, methods=list(bench.METHODS), seeds=[0, 1], total_budget=8, work_dir=tmp_path)
+    assert set(runs["method"]) == set(bench.METHODS) and set(runs["budget"]) <= {1.0, 2.0}
+    summary = bench.summarize(runs, 8, problem.max_hypervolume).set_index("method")
+    assert (summary["share_mean"] <= 1 + 1e-9).all() and (summary["share_mean"] > 0).all()
+    figure = bench.efficiency_figure([problem], [runs], [8], bench.METHODS)
+    assert figure.axes[0].get_title() == "table:tiny (2 seeds)"
+
+
+def test_smac_candidates_change_one_thing_and_are_compared_paired_with_the_default(bench, tmp_path):
+    defaults = importlib.import_module("smac_defaults")
+    from smac import MultiFidelityFacade, Scenario
+
+    scenario = Scenario(bench.analytic_problem().space.configspace, objectives=["f1", "f2"], output_directory=tmp_path)
+    with defaults.CANDIDATES["random_share_0.5"].patch():
+        assert MultiFidelityFacade.get_random_design(scenario)._probability == 0.5
+    with defaults.CANDIDATES["weights_per_proposal"].patch():
+        assert MultiFidelityFacade.get_config_selector(scenario)._retrain_after == 1
+    with defaults.CANDIDATES["bounds_model_budget"].patch():
+        assert isinstance(MultiFidelityFacade.get_runhistory_encoder(scenario), defaults.ModelBudgetBoundsEncoder)
+    assert MultiFidelityFacade.get_random_design(scenario)._probability == 0.2  # patched for the run only
+
+    problem = bench.analytic_problem()
+    results = pd.concat([defaults.run_candidate(problem, name, seeds=[0, 1], total_budget=24, work_dir=tmp_path)
+                         for name in ("default", "eta_3")])
+    assert (tmp_path / "analytic" / "smac" / "seed0" / "consumed.csv").is_file()  # search_efficiency's smac runs
+    eta_3 = pd.read_csv(tmp_path / "analytic" / "smac@eta_3" / "seed0" / "consumed.csv")
+    assert set(eta_3["budget"]) <= {8 / 3, 8.0}  # Hyperband with eta 3 from 1 to 8 epochs
+    comparison = defaults.compare(results, problem.max_hypervolume).set_index("candidate")
+    volumes = results.pivot(index="seed", columns="candidate", values="hypervolume")
+    assert comparison.loc["eta_3", "diff_mean"] == pytest.approx((volumes["eta_3"] - volumes["default"]).mean())
+    assert "| eta_3 |" in defaults.format_comparison(comparison.reset_index(), problem, 24)
+    assert "| eta_3: Hyperband eta 3 (2) |" in defaults.verdicts({"analytic": comparison.reset_index()})

@@ -1,0 +1,91 @@
+"""bench/tabular.py: a table of every configuration's per-epoch metrics, and searches over it."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from fairnas.search import config_id
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+TINY = ["data.table.n_identities=40", "data.table.images_per_identity=4", "data.table.split_fractions=[0.5,0.25,0.25]",
+        "data.batch_size=16", "embedding_dim=16"]
+SPACE = """
+hyperparameters:
+  op0: {type: categorical, choices: [0, 3], key: backbone.ops.0}
+  op1: {type: constant, value: 0, key: backbone.ops.1}
+  op2: {type: constant, value: 1, key: backbone.ops.2}
+  head: {type: constant, value: cosface, key: head}
+  optimizer: {type: categorical, choices: [adamw, sgd], key: optimizer}
+  lr_adamw: {type: ordinal, sequence: [0.001, 0.003], key: optimizer.lr}
+  lr_sgd: {type: ordinal, sequence: [0.1], key: optimizer.lr}
+conditions:
+  - {child: lr_adamw, parent: optimizer, equals: adamw}
+  - {child: lr_sgd, parent: optimizer, equals: sgd}
+"""
+
+
+@pytest.fixture(scope="module")
+def tabular(tmp_path_factory):
+    """The bench module and a tiny table built with it (6 configurations x 2 epochs)."""
+    import sys
+
+    sys.path.insert(0, str(BENCH))
+    module = importlib.import_module("tabular")
+    folder = tmp_path_factory.mktemp("table")
+    (folder / "space.yaml").write_text(SPACE)
+    cache = tmp_path_factory.mktemp("cache")
+    module.build("tiny", [*TINY, f"paths.cache_dir={cache}"], folder / "runs", tables=folder,
+                 space_file=folder / "space.yaml", max_budget=2)
+    return module, folder
+
+
+def test_the_grid_holds_every_configuration_once_with_its_conditions(tabular):
+    module, folder = tabular
+    configs = list(module.grid(module.load_space(folder / "space.yaml")))
+    assert len(configs) == 6 and len({config_id(c) for c in configs}) == 6
+    assert {tuple(sorted(c)) for c in configs} == {("head", "lr_adamw", "op0", "op1", "op2", "optimizer"),
+                                                   ("head", "lr_sgd", "op0", "op1", "op2", "optimizer")}
+
+
+def test_table_has_every_configuration_and_epoch_with_val_and_test_metrics(tabular):
+    module, folder = tabular
+    table, spec = module.load_table("tiny", folder)
+    assert len(table) == 12 and sorted(table["epoch"].unique()) == [1, 2]
+    assert table.groupby("config_id").size().eq(2).all()
+    for split in ("val", "test"):
+        assert table[f"{split}/error"].between(0, 1).all() and (table[f"{split}/rank_disparity"] >= 0).all()
+    assert spec["configurations"] == 6 and spec["max_budget"] == 2 and spec["train_seconds"]["total"] > 0
+    assert "eval.test_every_epoch=true" in spec["train_overrides"]
+    # the last epoch's row is the run's own final metrics
+    run = json.loads((folder / "runs" / table["config_id"].iloc[0] / "metrics.json").read_text())
+    last = table[(table["config_id"] == table["config_id"].iloc[0]) & (table["epoch"] == 2)].iloc[0]
+    assert last["val/error"] == pytest.approx(run["val"]["error"]) and last["test/error"] == pytest.approx(
+        run["test"]["error"])
+
+
+def test_a_rebuild_reads_finished_runs_back(tabular, monkeypatch):
+    module, folder = tabular
+    monkeypatch.setattr(module, "train", lambda cfg: pytest.fail("trained again"))
+    again = module.build("tiny", TINY, folder / "runs", tables=folder, space_file=folder / "space.yaml",
+                         max_budget=2)
+    assert len(again) == 12
+
+
+def test_searches_over_the_table_look_up_and_report_the_share_of_its_front(tabular, tmp_path):
+    module, folder = tabular
+    bench = importlib.import_module("search_efficiency")
+    problem = bench.table_problem("tiny", tables=folder)
+    table, _ = module.load_table("tiny", folder)
+    config = json.loads(table["config"].iloc[3])
+    target, _ = problem.make_target(tmp_path, True)
+    row = table[(table["config_id"] == config_id(config)) & (table["epoch"] == 1)].iloc[0]
+    assert target(config, 7, 1.0) == {"error": row["val/error"], "rank_disparity": row["val/rank_disparity"]}
+    runs = bench.benchmark(problem, methods=["smac", "random"], seeds=[0, 1], total_budget=8, work_dir=tmp_path)
+    summary = bench.summarize(runs, 8, problem.max_hypervolume).set_index("method")
+    assert (summary["share_mean"] <= 1 + 1e-9).all() and (summary["share_mean"] > 0).all()
+    assert summary.loc["random", "seeds"] == 2 and pd.notna(summary.loc["smac", "diff_mean"])
