@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -29,23 +30,32 @@ from fairnas.models.neck import normalized_embedding
 def load_split(spec: dict, split: str) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
     """The split's decoded pixels (read into memory once), labels and group indices."""
     arrays = np.load(spec["labels"])
-    return (torch.from_numpy(np.load(spec["pixels"][split])), arrays[f"{split}_label"],
-            arrays[f"{split}_group"])
+    return (torch.from_numpy(np.load(spec["pixels"][split])), arrays[f"{split}_label"], arrays[f"{split}_group"])
 
 
 @torch.no_grad()
 def evaluate(embedder, transform: BatchTransform, pixels: torch.Tensor, labels, groups, cfg, group_order) -> dict:
     embedder.eval()
     batch = cfg.data.eval_batch_size
-    embeddings = torch.cat([normalized_embedding(embedder, transform.eval(pixels[start:start + batch]),
-                                                 cfg.eval.tta_flip) for start in range(0, len(pixels), batch)])
+    embeddings = torch.cat(
+        [
+            normalized_embedding(embedder, transform.eval(pixels[start : start + batch]), cfg.eval.tta_flip)
+            for start in range(0, len(pixels), batch)
+        ]
+    )
     embedder.train()
-    return face_identification_metrics(embeddings, labels, group_names(groups, group_order), group_order=group_order,
-                                       rank_by=cfg.eval.rank_by, normalize=False)
+    return face_identification_metrics(
+        embeddings,
+        labels,
+        group_names(groups, group_order),
+        group_order=group_order,
+        rank_by=cfg.eval.rank_by,
+        normalize=False,
+    )
 
 
 def main(spec_file: str) -> dict:
-    spec = json.loads(open(spec_file).read())
+    spec = json.loads(Path(spec_file).read_text())
     cfg = compose_config("train", spec["overrides"], output_dir=spec["output_dir"])
     torch.manual_seed(cfg.seed)
     train_pixels, train_labels, _ = load_split(spec, "train")
@@ -56,8 +66,9 @@ def main(spec_file: str) -> dict:
     optimizer = instantiate(cfg.optimizer)(params=[*embedder.parameters(), *head.parameters()])
     batch_size, epochs = min(cfg.data.batch_size, len(train_pixels)), cfg.trainer.max_epochs
     steps_per_epoch = len(train_pixels) // batch_size
-    scheduler = instantiate(cfg.scheduler)(optimizer, steps_per_epoch=steps_per_epoch,
-                                           horizon_epochs=cfg.scheduler.get("horizon_epochs") or epochs)
+    scheduler = instantiate(cfg.scheduler)(
+        optimizer, steps_per_epoch=steps_per_epoch, horizon_epochs=cfg.scheduler.get("horizon_epochs") or epochs
+    )
     settings = TransformSettings(**cfg.data.transforms)
     transform = BatchTransform(settings, len(train_pixels), seed=cfg.seed)
     labels = torch.from_numpy(train_labels)
@@ -65,7 +76,7 @@ def main(spec_file: str) -> dict:
     for epoch in range(epochs):
         order = epoch_order(len(train_pixels), cfg.seed, epoch)
         for step in range(steps_per_epoch):
-            index = order[step * batch_size:(step + 1) * batch_size]
+            index = order[step * batch_size : (step + 1) * batch_size]
             output = head(embedder(transform.train(train_pixels[index], index, epoch)), labels[index])
             loss = loss_function(output.logits, labels[index]) + sum(output.aux_losses.values())
             if not math.isfinite(loss.item()):
@@ -82,5 +93,6 @@ def main(spec_file: str) -> dict:
 
 if __name__ == "__main__":
     result = main(sys.argv[1])
-    print(json.dumps({split: {key: float(result[split][key]) for key in ("error", "rank_disparity")}
-                      for split in result}))
+    print(
+        json.dumps({split: {key: float(result[split][key]) for key in ("error", "rank_disparity")} for split in result})
+    )

@@ -23,8 +23,9 @@ def volume_on_grid(curve: pd.DataFrame, grid: np.ndarray) -> np.ndarray:
     return np.where(last >= 0, volume[np.maximum(last, 0)], 0.0)
 
 
-def efficiency_figure(problems: Sequence, runs: Sequence[pd.DataFrame], total_budgets: Sequence[float],
-                      labels: Mapping[str, str]) -> Figure:
+def efficiency_figure(
+    problems: Sequence, runs: Sequence[pd.DataFrame], total_budgets: Sequence[float], labels: Mapping[str, str]
+) -> Figure:
     """One panel per problem (``problems[i]`` with ``runs[i]`` over ``total_budgets[i]`` epochs): per method, the mean
     hypervolume over seeds (as a share of the problem's maximum where known) with a ± one standard error band."""
     columns = min(len(problems), PANELS_PER_ROW)
@@ -45,7 +46,7 @@ def efficiency_figure(problems: Sequence, runs: Sequence[pd.DataFrame], total_bu
         axis.set_xlabel("consumed epochs")
         axis.set_ylabel("share of the maximum hypervolume" if problem.max_hypervolume else "hypervolume")
         axis.grid(alpha=0.3)
-    for axis in axes[len(problems):]:
+    for axis in axes[len(problems) :]:
         axis.set_visible(False)
     axes[0].legend(fontsize="small", loc="lower right")
     return figure

@@ -99,8 +99,13 @@ def bare_loop_spec(cfg, datamodule, overrides: list[str], folder: Path) -> Path:
         arrays[f"{split}_group"] = datamodule.group_index(datamodule.splits[split])
     np.savez(folder / "labels.npz", **arrays)
     pixels = {split: str(datamodule.decoded_pixels(split).filename) for split in ("train", "val", "test")}
-    spec = {"overrides": overrides, "output_dir": str(folder / "bare"), "labels": str(folder / "labels.npz"),
-            "pixels": pixels, "group_order": list(datamodule.group_order)}
+    spec = {
+        "overrides": overrides,
+        "output_dir": str(folder / "bare"),
+        "labels": str(folder / "labels.npz"),
+        "pixels": pixels,
+        "group_order": list(datamodule.group_order),
+    }
     (folder / "spec.json").write_text(json.dumps(spec))
     return folder / "spec.json"
 
@@ -134,30 +139,41 @@ def main(argv: list[str] | None = None) -> dict:
         pixels = {split: memory.decoded_pixels(split) for split in ("train", "val", "test")}
         decoded_seconds = time.perf_counter() - start  # 0 when a previous run cached them
         size = cfg.data.transforms
-        print(f"{os.cpu_count()} CPU cores, torch threads {torch.get_num_threads()}, "
-              f"load average {os.getloadavg()[0]:.1f}; {len(memory.splits['train'])} training images, "
-              f"{size.resize} px -> crop {size.image_size} px, batch {cfg.data.batch_size}; decoded arrays "
-              f"{sum(p.nbytes for p in pixels.values()) / 2**20:.1f} MiB ({decoded_seconds:.1f} s to decode and cache)")
+        print(
+            f"{os.cpu_count()} CPU cores, torch threads {torch.get_num_threads()}, "
+            f"load average {os.getloadavg()[0]:.1f}; {len(memory.splits['train'])} training images, "
+            f"{size.resize} px -> crop {size.image_size} px, batch {cfg.data.batch_size}; decoded arrays "
+            f"{sum(p.nbytes for p in pixels.values()) / 2**20:.1f} MiB ({decoded_seconds:.1f} s to decode and cache)"
+        )
 
         consumption = max(training_rate(cfg, memory, args.steps) for _ in range(args.repeats))
         rates = {"in-memory path": max(loading_rate(memory, args.images) for _ in range(args.repeats))}
         for workers in args.workers:
             files = data_module(cfg, in_memory=False, workers=workers)
-            rates[f"file path, {workers} worker(s)"] = max(loading_rate(files, args.images)
-                                                           for _ in range(args.repeats))
+            rates[f"file path, {workers} worker(s)"] = max(
+                loading_rate(files, args.images) for _ in range(args.repeats)
+            )
         print(f"\n{'images/s':32} | {'rate':>9} | {'x training step':>15}")
         print("-" * 62)
         for name, rate in [("training step (consumption)", consumption), *rates.items()]:
             print(f"{name:32} | {rate:9.0f} | {rate / consumption:15.1f}")
         ratio = rates["in-memory path"] / consumption
-        print(f"in-memory path / training step = {ratio:.1f} (goal >= {MEMORY_GOAL:.0f}); in-memory / file path "
-              f"({args.workers[0]} workers) = {rates['in-memory path'] / rates[f'file path, {args.workers[0]} worker(s)']:.1f}")
+        over_files = rates["in-memory path"] / rates[f"file path, {args.workers[0]} worker(s)"]
+        print(
+            f"in-memory path / training step = {ratio:.1f} (goal >= {MEMORY_GOAL:.0f}); in-memory / file path "
+            f"({args.workers[0]} workers) = {over_files:.1f}"
+        )
         results.update(consumption=consumption, rates=rates)
 
         if args.runs:
             spec = bare_loop_spec(cfg, memory, overrides, folder)
-            train_command = [sys.executable, "train.py", "experiment=showcase", *args.overrides,
-                             f"hydra.run.dir={folder / 'train'}"]  # the default logger: W&B, offline
+            train_command = [
+                sys.executable,
+                "train.py",
+                "experiment=showcase",
+                *args.overrides,
+                f"hydra.run.dir={folder / 'train'}",
+            ]  # the default logger: W&B, offline
             bare_command = [sys.executable, str(REPOSITORY / "bench" / "_bare_loop.py"), str(spec)]
             times: dict[str, list[float]] = {"python train.py": [], "bare loop": []}
             for _ in range(args.runs):
@@ -173,8 +189,14 @@ def main(argv: list[str] | None = None) -> dict:
             ratio = best["python train.py"] / best["bare loop"]
             print(f"python train.py / bare loop = {ratio:.2f} (goal <= {END_TO_END_GOAL})")
             for name, metrics in (("python train.py", trained), ("bare loop", bare)):
-                print(f"{name}: " + ", ".join(f"{split} error {metrics[split]['error']:.4f} rank disparity "
-                                               f"{float(metrics[split]['rank_disparity']):.3f}" for split in ("val", "test")))
+                print(
+                    f"{name}: "
+                    + ", ".join(
+                        f"{split} error {metrics[split]['error']:.4f} rank disparity "
+                        f"{float(metrics[split]['rank_disparity']):.3f}"
+                        for split in ("val", "test")
+                    )
+                )
             results.update(times=times, end_to_end_ratio=ratio)
     print(f"load average at the end (1/5/15 min): {' '.join(f'{load:.1f}' for load in os.getloadavg())}")
     return results

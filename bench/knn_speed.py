@@ -45,10 +45,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import threading
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -71,10 +71,10 @@ def synthetic_embeddings(n_images: int, dim: int, seed: int) -> np.ndarray:
     identities = rng.integers(0, n_identities, size=n_images)
     centres = rng.standard_normal((n_identities, dim), dtype=np.float32)
     embeddings = np.empty((n_images, dim), dtype=np.float32)
-    for start in range(0, n_images, 8192):      # in blocks: the peak RSS after this is the array itself
-        block = centres[identities[start:start + 8192]]
+    for start in range(0, n_images, 8192):  # in blocks: the peak RSS after this is the array itself
+        block = centres[identities[start : start + 8192]]
         block += NOISE_SCALE * rng.standard_normal(block.shape, dtype=np.float32)
-        embeddings[start:start + 8192] = block / np.linalg.norm(block, axis=1, keepdims=True)
+        embeddings[start : start + 8192] = block / np.linalg.norm(block, axis=1, keepdims=True)
     return embeddings
 
 
@@ -97,6 +97,7 @@ def workload_arrays(workload: str, embeddings: np.ndarray, max_queries: int, see
 
 # ------------------------------------------------------------------------------------------------------ methods
 
+
 def torch_topk(workload: str, queries: np.ndarray, database: np.ndarray, self_rows, k: int) -> np.ndarray:
     """The audit's own code path."""
     queries_t, database_t = torch.from_numpy(queries), torch.from_numpy(database)
@@ -104,7 +105,7 @@ def torch_topk(workload: str, queries: np.ndarray, database: np.ndarray, self_ro
         return top_predictions(F.normalize(queries_t, dim=1) @ F.normalize(database_t, dim=1).T, k)[1]
     if self_rows is None:
         return nearest(queries_t, database_t, k)
-    if len(self_rows) == len(database):                      # every image is a query: the audit's exact call
+    if len(self_rows) == len(database):  # every image is a query: the audit's exact call
         return nearest(database_t, database_t, k, exclude_self=True)
     if len(self_rows) == 0:
         return nearest(queries_t, database_t, k)
@@ -113,9 +114,9 @@ def torch_topk(workload: str, queries: np.ndarray, database: np.ndarray, self_ro
     queries_t, database_t = F.normalize(queries_t.float(), dim=1), F.normalize(database_t.float(), dim=1)
     out = []
     for start in range(0, len(queries_t), 1024):
-        scores = queries_t[start:start + 1024] @ database_t.T
+        scores = queries_t[start : start + 1024] @ database_t.T
         rows = torch.arange(len(scores))
-        scores[rows, torch.as_tensor(self_rows[start:start + 1024])] = -torch.inf
+        scores[rows, torch.as_tensor(self_rows[start : start + 1024])] = -torch.inf
         out.append(scores.topk(k, dim=1).indices)
     return torch.cat(out).numpy()
 
@@ -124,8 +125,9 @@ def import_faiss():
     try:
         import faiss
     except ImportError as error:
-        raise SystemExit("bench/knn_speed.py needs faiss, which fairnas does not depend on: pip install faiss-cpu") \
-            from error
+        raise SystemExit(
+            "bench/knn_speed.py needs faiss, which fairnas does not depend on: pip install faiss-cpu"
+        ) from error
     return faiss
 
 
@@ -148,6 +150,7 @@ def faiss_topk(queries: np.ndarray, database: np.ndarray, self_rows, k: int, met
 
 
 # ------------------------------------------------------------------------------------------------------- worker
+
 
 def search(method: str, workload: str, queries, database, self_rows, k: int) -> np.ndarray:
     if method == "torch":
@@ -194,9 +197,15 @@ def run_worker(args: argparse.Namespace) -> dict:
     ks = [TOP] if args.workload == "label" else args.ks
     methods = args.methods if args.worker == "time" else [args.worker]
     small = min(64, len(database) - 1)
-    for method in methods:                                                     # warm up kernels and thread pools
-        search(method, args.workload, queries[:8], database[:small + 1],
-               None if self_rows is None else np.arange(8), min(ks[0], small - 1))
+    for method in methods:  # warm up kernels and thread pools
+        search(
+            method,
+            args.workload,
+            queries[:8],
+            database[: small + 1],
+            None if self_rows is None else np.arange(8),
+            min(ks[0], small - 1),
+        )
     info = {"n_queries": len(queries), "n_all_queries": n_all, "n_database": len(database)}
     if args.worker != "time":
         with PeakRSS() as peak:
@@ -211,7 +220,7 @@ def run_worker(args: argparse.Namespace) -> dict:
         seconds = dict.fromkeys(methods, float("inf"))
         for _ in range(args.repeats):
             for method in methods:
-                if len(queries) < n_all:      # per call, whatever the queries: normalise, build the index
+                if len(queries) < n_all:  # per call, whatever the queries: normalise, build the index
                     begin = time.perf_counter()
                     search(method, args.workload, queries[:0], database, no_rows, k)
                     setup[method] = min(setup[method], time.perf_counter() - begin)
@@ -224,21 +233,48 @@ def run_worker(args: argparse.Namespace) -> dict:
             full = seconds[method]
             if len(queries) < n_all:
                 full = setup[method] + max(seconds[method] - setup[method], 0.0) * n_all / len(queries)
-            results[k][method] = {"seconds": seconds[method], "setup_seconds": setup[method], "full_seconds": full,
-                                  "indices": str(Path(args.out) / f"{method}_{k}.npy")}
+            results[k][method] = {
+                "seconds": seconds[method],
+                "setup_seconds": setup[method],
+                "full_seconds": full,
+                "indices": str(Path(args.out) / f"{method}_{k}.npy"),
+            }
     return {**info, "ks": results}
 
 
 def run_in_subprocess(worker: str, workload: str, n_images: int, dim: int, methods, args, out: str) -> dict:
-    command = [sys.executable, __file__, "--worker", worker, "--workload", workload, "--sizes", str(n_images),
-               "--dims", str(dim), "--ks", *map(str, args.ks), "--max-queries", str(args.max_queries),
-               "--repeats", str(args.repeats), "--threads", str(args.threads), "--seed", str(args.seed),
-               "--methods", *methods, "--out", out]
+    command = [
+        sys.executable,
+        __file__,
+        "--worker",
+        worker,
+        "--workload",
+        workload,
+        "--sizes",
+        str(n_images),
+        "--dims",
+        str(dim),
+        "--ks",
+        *map(str, args.ks),
+        "--max-queries",
+        str(args.max_queries),
+        "--repeats",
+        str(args.repeats),
+        "--threads",
+        str(args.threads),
+        "--seed",
+        str(args.seed),
+        "--methods",
+        *methods,
+        "--out",
+        out,
+    ]
     completed = subprocess.run(command, check=True, capture_output=True, text=True)
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
 # ---------------------------------------------------------------------------------------------------- agreement
+
 
 def agreement(workload: str, n_images: int, dim: int, k: int, a: np.ndarray, b: np.ndarray, args) -> dict:
     """Queries with equal neighbour sets, with sets that differ only by float32 near-ties, and in order only."""
@@ -252,8 +288,13 @@ def agreement(workload: str, n_images: int, dim: int, k: int, a: np.ndarray, b: 
         kth = min(scores[int(i)] for i in a[row])
         differ = set(map(int, a[row])) ^ set(map(int, b[row]))
         ties += all(abs(scores[i] - kth) <= args.tie_tol for i in differ)
-    return {"same_set": int(same_set.sum()), "ties": ties, "other": int((~same_set).sum()) - ties,
-            "order": int((same_set & ~(a == b).all(axis=1)).sum()), "n": len(a)}
+    return {
+        "same_set": int(same_set.sum()),
+        "ties": ties,
+        "other": int((~same_set).sum()) - ties,
+        "order": int((same_set & ~(a == b).all(axis=1)).sum()),
+        "n": len(a),
+    }
 
 
 def main() -> None:
@@ -282,42 +323,64 @@ def main() -> None:
     faiss = import_faiss()
 
     methods = [*METHODS, *(["faiss_l2"] if args.l2 else [])]
-    print(f"torch {torch.__version__}, faiss {faiss.__version__}, threads = {args.threads}, "
-          f"queries timed per call <= {args.max_queries}, best of {args.repeats}, cpu count = {os.cpu_count()}")
-    header = (f"{'workload':>9} | {'N':>7} | {'D':>4} | {'K':>3} | {'queries':>7} | {'database':>8} | "
-              + " | ".join(f"{m + ' s':>10}" for m in methods) + " | "
-              + " | ".join(f"{m + ' MiB':>12}" for m in methods) + " | "
-              + " | ".join(f"{'torch/' + m:>14}" for m in methods[1:])
-              + " | " + " | ".join(f"{m + ' same/tie/other/order':>30}" for m in methods[1:]))
+    print(
+        f"torch {torch.__version__}, faiss {faiss.__version__}, threads = {args.threads}, "
+        f"queries timed per call <= {args.max_queries}, best of {args.repeats}, cpu count = {os.cpu_count()}"
+    )
+    header = (
+        f"{'workload':>9} | {'N':>7} | {'D':>4} | {'K':>3} | {'queries':>7} | {'database':>8} | "
+        + " | ".join(f"{m + ' s':>10}" for m in methods)
+        + " | "
+        + " | ".join(f"{m + ' MiB':>12}" for m in methods)
+        + " | "
+        + " | ".join(f"{'torch/' + m:>14}" for m in methods[1:])
+        + " | "
+        + " | ".join(f"{m + ' same/tie/other/order':>30}" for m in methods[1:])
+    )
     lines = [header, "-" * len(header)]
     with tempfile.TemporaryDirectory() as out:
         for n_images in args.sizes:
             for dim in args.dims:
                 for workload in args.workloads:
                     timed = run_in_subprocess("time", workload, n_images, dim, methods, args, out)
-                    memory = {m: (None if args.no_memory
-                                  else run_in_subprocess(m, workload, n_images, dim, methods, args, out)["peak_mib"])
-                              for m in methods}
+                    memory = {
+                        m: (
+                            None
+                            if args.no_memory
+                            else run_in_subprocess(m, workload, n_images, dim, methods, args, out)["peak_mib"]
+                        )
+                        for m in methods
+                    }
                     for k, runs in timed["ks"].items():
                         found = {m: np.load(runs[m]["indices"]) for m in methods}
-                        agree = [agreement(workload, n_images, dim, int(k), found["torch"], found[m], args)
-                                 for m in methods[1:]]
+                        agree = [
+                            agreement(workload, n_images, dim, int(k), found["torch"], found[m], args)
+                            for m in methods[1:]
+                        ]
                         torch_s = runs["torch"]["full_seconds"]
                         lines.append(
                             f"{workload:>9} | {n_images:>7} | {dim:>4} | {k:>3} | {timed['n_all_queries']:>7} | "
                             f"{timed['n_database']:>8} | "
-                            + " | ".join(f"{runs[m]['full_seconds']:>10.2f}" for m in methods) + " | "
+                            + " | ".join(f"{runs[m]['full_seconds']:>10.2f}" for m in methods)
+                            + " | "
                             + " | ".join(f"{'-' if memory[m] is None else f'{memory[m]:.0f}':>12}" for m in methods)
-                            + " | " + " | ".join(f"{torch_s / runs[m]['full_seconds']:>13.2f}x" for m in methods[1:])
-                            + " | " + " | ".join(f"{a['same_set']}/{a['ties']}/{a['other']}/{a['order']} of {a['n']}"
-                                                 .rjust(30) for a in agree))
+                            + " | "
+                            + " | ".join(f"{torch_s / runs[m]['full_seconds']:>13.2f}x" for m in methods[1:])
+                            + " | "
+                            + " | ".join(
+                                f"{a['same_set']}/{a['ties']}/{a['other']}/{a['order']} of {a['n']}".rjust(30)
+                                for a in agree
+                            )
+                        )
                         print(lines[-1], file=sys.stderr, flush=True)
     print("\n".join(lines))
-    print("s: seconds of one call over all the queries (extrapolated from the timed ones when there are more; see the "
-          "module docstring); MiB: peak growth of the resident set over one call per K on the timed queries, in a "
-          "fresh process; "
-          f"same/tie/other/order: timed queries whose neighbour sets are equal / differ only by neighbours within "
-          f"{args.tie_tol:g} of the K-th cosine / differ otherwise / are equal but ordered differently")
+    print(
+        "s: seconds of one call over all the queries (extrapolated from the timed ones when there are more; see the "
+        "module docstring); MiB: peak growth of the resident set over one call per K on the timed queries, in a "
+        "fresh process; "
+        f"same/tie/other/order: timed queries whose neighbour sets are equal / differ only by neighbours within "
+        f"{args.tie_tol:g} of the K-th cosine / differ otherwise / are equal but ordered differently"
+    )
     print(f"load average at the end (1/5/15 min): {' '.join(f'{load:.1f}' for load in os.getloadavg())}")
 
 

@@ -117,9 +117,20 @@ def run_one(method: str, n_images: int, dim: int, seed: int, block_size: int, de
 
 def run_in_subprocess(method: str, n_images: int, args: argparse.Namespace) -> dict:
     command = [
-        sys.executable, __file__, "--worker", method, "--sizes", str(n_images),
-        "--dim", str(args.dim), "--seed", str(args.seed), "--block-size", str(args.block_size),
-        "--device", args.device,
+        sys.executable,
+        __file__,
+        "--worker",
+        method,
+        "--sizes",
+        str(n_images),
+        "--dim",
+        str(args.dim),
+        "--seed",
+        str(args.seed),
+        "--block-size",
+        str(args.block_size),
+        "--device",
+        args.device,
     ]
     completed = subprocess.run(command, check=True, capture_output=True, text=True)
     return json.loads(completed.stdout.strip().splitlines()[-1])
@@ -166,21 +177,27 @@ def main() -> None:
         return
 
     device_name = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "CPU"
-    print(f"D = {args.dim}, block size = {args.block_size}, torch {torch.__version__}, device {args.device} "
-          f"({device_name}), torch threads = {torch.get_num_threads()}")
+    print(
+        f"D = {args.dim}, block size = {args.block_size}, torch {torch.__version__}, device {args.device} "
+        f"({device_name}), torch threads = {torch.get_num_threads()}"
+    )
     rows = []
     for n_images in args.sizes:
         skip_naive = args.naive_max is not None and n_images > args.naive_max
-        rows.append({
-            "n": n_images,
-            "naive": None if skip_naive else run_in_subprocess("naive", n_images, args),
-            "blocked": run_in_subprocess("blocked", n_images, args),
-            "bound": run_in_subprocess("bound", n_images, args),
-        })
+        rows.append(
+            {
+                "n": n_images,
+                "naive": None if skip_naive else run_in_subprocess("naive", n_images, args),
+                "blocked": run_in_subprocess("blocked", n_images, args),
+                "bound": run_in_subprocess("bound", n_images, args),
+            }
+        )
         print(f"done N = {n_images}", file=sys.stderr, flush=True)
     print(format_table(rows))
-    print("peak memory = growth of the worker's peak resident set size during the call (getrusage ru_maxrss); on "
-          "a GPU, torch.cuda.max_memory_allocated above what the embeddings held")
+    print(
+        "peak memory = growth of the worker's peak resident set size during the call (getrusage ru_maxrss); on "
+        "a GPU, torch.cuda.max_memory_allocated above what the embeddings held"
+    )
     print(f"load average at the end (1/5/15 min): {' '.join(f'{load:.1f}' for load in os.getloadavg())}")
 
 

@@ -48,16 +48,23 @@ TIMING_FILE = "timing.json"
 _24PX = ("data.table.image_size=24", "data.transforms.resize=27")
 SETTINGS: dict[str, tuple[str, ...]] = {
     # the preset before this study: 200 training identities x 5 images (800 in all), 32 px, 4 epochs, batch 32
-    "s1k_e4": ("data.table.n_identities=800", "data.table.images_per_identity=5",
-               "data.table.split_fractions=[0.25,0.375,0.375]", "data.batch_size=32"),
+    "s1k_e4": (
+        "data.table.n_identities=800",
+        "data.table.images_per_identity=5",
+        "data.table.split_fractions=[0.25,0.375,0.375]",
+        "data.batch_size=32",
+    ),
     # the preset chosen by this study: 2,000 training identities x 10 images, 150 validation and 150 test
     # identities per group, 32 px, 4 epochs, batch 128
     "s20k_e4": (),
     "s20k_e4_24px": _24PX,
     "s20k_e6_24px": (*_24PX, "trainer.max_epochs=6"),
     # 1,000 training identities x 10 images, the same validation and test identities, 8 epochs
-    "s10k_e8": ("data.table.n_identities=1600", "data.table.split_fractions=[0.625,0.1875,0.1875]",
-                "trainer.max_epochs=8"),
+    "s10k_e8": (
+        "data.table.n_identities=1600",
+        "data.table.split_fractions=[0.625,0.1875,0.1875]",
+        "trainer.max_epochs=8",
+    ),
 }
 
 
@@ -73,8 +80,10 @@ def configurations(dpn_configs: int, head: str, sweep: bool) -> list[tuple[str, 
         rows.append((name, "DPN sample", tuple(space.overrides(config))))
     if sweep:
         zoo = load_space(REPOSITORY / "searchspaces" / "timm_zoo_small.yaml")
-        rows += [(f"{arch} {head}", "hand-designed", ("backbone=timm", f"backbone.name={arch}", f"head={head}"))
-                 for arch in zoo.configspace["architecture"].choices]
+        rows += [
+            (f"{arch} {head}", "hand-designed", ("backbone=timm", f"backbone.name={arch}", f"head={head}"))
+            for arch in zoo.configspace["architecture"].choices
+        ]
     return rows
 
 
@@ -88,15 +97,18 @@ def run(run_dir: Path, overrides: Sequence[str]) -> dict:
             metrics = train(cfg)["val"]
         except FloatingPointError as error:  # a diverging configuration (e.g. SGD at a high rate) learns nothing
             metrics = {"error": 1.0, "rank_disparity": float("nan"), "crashed": str(error)}
-        write_json_atomic(timing, {"seconds": time.perf_counter() - start, "overrides": list(overrides),
-                                   "val": metrics})
+        write_json_atomic(
+            timing, {"seconds": time.perf_counter() - start, "overrides": list(overrides), "val": metrics}
+        )
     record = json.loads(timing.read_text())
-    return {"seconds": record["seconds"], "error": float(record["val"]["error"]),
-            "rank_disparity": float(record["val"]["rank_disparity"])}
+    return {
+        "seconds": record["seconds"],
+        "error": float(record["val"]["error"]),
+        "rank_disparity": float(record["val"]["rank_disparity"]),
+    }
 
 
-def study(setting: str, overrides: Sequence[str], seeds: int, dpn_configs: int, sweep: bool,
-          out: Path) -> pd.DataFrame:
+def study(setting: str, overrides: Sequence[str], seeds: int, dpn_configs: int, sweep: bool, out: Path) -> pd.DataFrame:
     """One row per run of ``setting``."""
     base = ["experiment=showcase", "logger=none", "trainer.enable_progress_bar=false", *overrides]
     epochs = compose_config("train", base, output_dir=".").trainer.max_epochs
@@ -106,10 +118,20 @@ def study(setting: str, overrides: Sequence[str], seeds: int, dpn_configs: int, 
     for index, (name, kind, config) in enumerate(configurations(dpn_configs, head.lower(), sweep)):
         for seed in range(seeds if kind == "default" else 1):
             folder = out / setting / f"{index:02d}" / f"seed{seed}"
-            rows.append({"setting": setting, "config": name, "kind": kind, "seed": seed,
-                         **run(folder, [*trial, *base, *config, f"seed={seed}"])})
-            print(f"[power] {setting} {name} seed {seed}: error {rows[-1]['error']:.3f} rank disparity "
-                  f"{rows[-1]['rank_disparity']:.2f} ({rows[-1]['seconds']:.0f} s)", flush=True)
+            rows.append(
+                {
+                    "setting": setting,
+                    "config": name,
+                    "kind": kind,
+                    "seed": seed,
+                    **run(folder, [*trial, *base, *config, f"seed={seed}"]),
+                }
+            )
+            print(
+                f"[power] {setting} {name} seed {seed}: error {rows[-1]['error']:.3f} rank disparity "
+                f"{rows[-1]['rank_disparity']:.2f} ({rows[-1]['seconds']:.0f} s)",
+                flush=True,
+            )
     return pd.DataFrame(rows)
 
 
@@ -121,14 +143,24 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
         configs = frame[frame["seed"] == 0]
         learning = configs[configs["error"] < LEARNS]
         dpn = configs[configs["kind"].isin(["default", "DPN sample"])]
-        row = {"setting": setting, "default error": noise["error"].mean(), "n seeds": len(noise),
-               "configs learning": f"{len(learning)}/{len(configs)}"}
+        row = {
+            "setting": setting,
+            "default error": noise["error"].mean(),
+            "n seeds": len(noise),
+            "configs learning": f"{len(learning)}/{len(configs)}",
+        }
         for metric in ("error", "rank_disparity"):
             seed_sd, config_sd = noise[metric].std(), learning[metric].std()
-            row |= {f"{metric} seed s.d.": seed_sd, f"{metric} config s.d.": config_sd,
-                    f"{metric} ratio": config_sd / seed_sd if seed_sd > 0 else np.inf}
-        row |= {"median DPN trial s": dpn["seconds"].median(), "max DPN trial s": dpn["seconds"].max(),
-                "sweep s": configs.loc[configs["kind"] == "hand-designed", "seconds"].sum()}
+            row |= {
+                f"{metric} seed s.d.": seed_sd,
+                f"{metric} config s.d.": config_sd,
+                f"{metric} ratio": config_sd / seed_sd if seed_sd > 0 else np.inf,
+            }
+        row |= {
+            "median DPN trial s": dpn["seconds"].median(),
+            "max DPN trial s": dpn["seconds"].max(),
+            "sweep s": configs.loc[configs["kind"] == "hand-designed", "seconds"].sum(),
+        }
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -140,13 +172,21 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--seeds", type=int, default=5, help="seeds of the default DPN (the seed noise)")
     parser.add_argument("--dpn-configs", type=int, default=8, help="configurations sampled from the DPN space")
     parser.add_argument("--overrides", nargs="*", default=[], help="added to every setting (e.g. for a smoke test)")
-    parser.add_argument("--no-sweep", dest="sweep", action="store_false",
-                        help="screen a setting on DPN configurations only (the sweep costs the most)")
+    parser.add_argument(
+        "--no-sweep",
+        dest="sweep",
+        action="store_false",
+        help="screen a setting on DPN configurations only (the sweep costs the most)",
+    )
     args = parser.parse_args(argv)
     for name in ("pytorch_lightning", "lightning.pytorch", "lightning.fabric"):
         logging.getLogger(name).setLevel(logging.WARNING)
-    runs = pd.concat([study(setting, [*SETTINGS[setting], *args.overrides], args.seeds, args.dpn_configs,
-                            args.sweep, args.out) for setting in args.settings])
+    runs = pd.concat(
+        [
+            study(setting, [*SETTINGS[setting], *args.overrides], args.seeds, args.dpn_configs, args.sweep, args.out)
+            for setting in args.settings
+        ]
+    )
     summary = summarize(runs)
     write_csv_atomic(runs, args.out / "runs.csv")
     write_csv_atomic(summary, args.out / "summary.csv")

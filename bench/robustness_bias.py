@@ -27,22 +27,37 @@ METRICS = ("robustness_bias", "rank_disparity", "error")
 
 def run(seed: int, regularised: bool, args: argparse.Namespace, output_dir: Path) -> dict:
     overrides = [
-        "data=synthetic_biased", f"data.table.n_identities={args.identities}",
-        f"data.table.image_size={args.image_size}", f"data.transforms.resize={args.image_size + args.image_size // 8}",
-        f"optimizer={args.optimizer}", f"optimizer.lr={args.lr}", f"trainer.max_epochs={args.epochs}",
-        "trainer.accelerator=cpu", "trainer.enable_progress_bar=false", "trainer.enable_model_summary=false",
-        "logger=none", f"seed={seed}", f"paths.cache_dir={args.cache_dir}",
-        "eval.robustness_bias=true", f"eval.robustness.max_probes={args.max_probes}",
+        "data=synthetic_biased",
+        f"data.table.n_identities={args.identities}",
+        f"data.table.image_size={args.image_size}",
+        f"data.transforms.resize={args.image_size + args.image_size // 8}",
+        f"optimizer={args.optimizer}",
+        f"optimizer.lr={args.lr}",
+        f"trainer.max_epochs={args.epochs}",
+        "trainer.accelerator=cpu",
+        "trainer.enable_progress_bar=false",
+        "trainer.enable_model_summary=false",
+        "logger=none",
+        f"seed={seed}",
+        f"paths.cache_dir={args.cache_dir}",
+        "eval.robustness_bias=true",
+        f"eval.robustness.max_probes={args.max_probes}",
         f"eval.robustness.estimator.steps={args.deepfool_steps}",
     ]
     if regularised:
-        overrides += ["regularizer=robustness_bias", f"regularizer.robustness_bias.weight={args.alpha}",
-                      f"regularizer.robustness_bias.tau={args.tau}",
-                      f"regularizer.robustness_bias.temperature={args.temperature}"]
+        overrides += [
+            "regularizer=robustness_bias",
+            f"regularizer.robustness_bias.weight={args.alpha}",
+            f"regularizer.robustness_bias.tau={args.tau}",
+            f"regularizer.robustness_bias.temperature={args.temperature}",
+        ]
     start = time.perf_counter()
     metrics = train(compose_config("train", overrides, output_dir=output_dir))
-    row = {"seed": seed, "regulariser": f"AdvERM alpha={args.alpha}" if regularised else "none",
-           "wall_s": time.perf_counter() - start}
+    row = {
+        "seed": seed,
+        "regulariser": f"AdvERM alpha={args.alpha}" if regularised else "none",
+        "wall_s": time.perf_counter() - start,
+    }
     for stage in ("val", "test"):
         row.update({f"{stage}_{name}": metrics[stage][name] for name in METRICS})
     return row
@@ -77,8 +92,10 @@ def main() -> None:
     grouped = runs.groupby("regulariser", sort=False)[columns]
     summary = grouped.mean().add_suffix("_mean").join(grouped.sem().add_suffix("_se"))
     summary = summary[[f"{c}_{s}" for c in columns for s in ("mean", "se")]]
-    print(f"\n{len(args.seeds)} seeds, {args.epochs} epochs, alpha={args.alpha}, tau={args.tau}, "
-          f"temperature={args.temperature}; mean and standard error over seeds:")
+    print(
+        f"\n{len(args.seeds)} seeds, {args.epochs} epochs, alpha={args.alpha}, tau={args.tau}, "
+        f"temperature={args.temperature}; mean and standard error over seeds:"
+    )
     print(summary.T.to_string(float_format="%.4f"))
     if args.out:
         write_csv_atomic(runs, args.out / "runs.csv")

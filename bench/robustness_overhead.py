@@ -45,9 +45,17 @@ def median_step_seconds(overrides: list[str], steps: int, cache_dir: str) -> flo
         pl.seed_everything(0)
         module, datamodule = build_model(cfg)
         timer = StepTimer()
-        trainer = pl.Trainer(accelerator="cpu", max_epochs=1, limit_train_batches=steps + WARMUP_STEPS,
-                             limit_val_batches=0, logger=False, enable_checkpointing=False,
-                             enable_progress_bar=False, enable_model_summary=False, callbacks=[timer])
+        trainer = pl.Trainer(
+            accelerator="cpu",
+            max_epochs=1,
+            limit_train_batches=steps + WARMUP_STEPS,
+            limit_val_batches=0,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            callbacks=[timer],
+        )
         trainer.fit(module, datamodule=datamodule)
     return statistics.median(timer.seconds[WARMUP_STEPS:])
 
@@ -61,10 +69,16 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="also write the results as JSON here")
     args = parser.parse_args()
     cache_dir = args.cache_dir or compose_config("train").paths.cache_dir
-    data = [f"data.batch_size={args.batch_size}", f"data.table.image_size={args.image_size}",
-            f"data.transforms.resize={args.image_size + args.image_size // 8}", "logger=none"]
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, batch {args.batch_size}, "
-          f"{args.image_size}x{args.image_size} images, median of {args.steps} steps")
+    data = [
+        f"data.batch_size={args.batch_size}",
+        f"data.table.image_size={args.image_size}",
+        f"data.transforms.resize={args.image_size + args.image_size // 8}",
+        "logger=none",
+    ]
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, batch {args.batch_size}, "
+        f"{args.image_size}x{args.image_size} images, median of {args.steps} steps"
+    )
     print(f"{'backbone':<16}{'head':<9}{'plain ms':>10}{'AdvERM ms':>11}{'overhead':>10}")
     results = []
     for backbone, head in CASES:
@@ -72,8 +86,15 @@ def main() -> None:
         plain = median_step_seconds(case, args.steps, cache_dir)
         regularised = median_step_seconds([*case, "regularizer=robustness_bias"], args.steps, cache_dir)
         name = "dpn (tiny)" if backbone == "dpn" else "resnet18 (timm)"
-        results.append({"backbone": name, "head": head, "plain_ms": 1e3 * plain, "adverm_ms": 1e3 * regularised,
-                        "overhead": regularised / plain})
+        results.append(
+            {
+                "backbone": name,
+                "head": head,
+                "plain_ms": 1e3 * plain,
+                "adverm_ms": 1e3 * regularised,
+                "overhead": regularised / plain,
+            }
+        )
         print(f"{name:<16}{head:<9}{1e3 * plain:>10.0f}{1e3 * regularised:>11.0f}{regularised / plain:>9.2f}x")
     if args.out:
         write_json_atomic(args.out, results)

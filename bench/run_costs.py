@@ -94,8 +94,9 @@ def measure(overrides: list[str]) -> dict[str, float]:
     """Seconds per phase of one ``train`` run with ``overrides`` (on top of a timing callback)."""
     with tempfile.TemporaryDirectory() as folder:
         composing = time.perf_counter()
-        cfg = compose_config("train", [*overrides, f"+callbacks.timeline._target_={Timeline.__module__}.Timeline"],
-                             output_dir=folder)
+        cfg = compose_config(
+            "train", [*overrides, f"+callbacks.timeline._target_={Timeline.__module__}.Timeline"], output_dir=folder
+        )
         Timeline.started = time.perf_counter()
         train(cfg)
         Timeline.latest.lap("finish")

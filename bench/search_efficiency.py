@@ -54,6 +54,7 @@ standard error over seeds, one panel per problem.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -68,17 +69,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+from _compute_meter import ComputeBudgetReached, CostMeter, EpochsTrained, MeteredTarget, RetrainingCost
+from _efficiency_figure import efficiency_figure, volume_on_grid
+from analytic import NoisyMultiFidelityProblem
+from tabular import TableTarget, front_hypervolume, load_table
 
 from fairnas.io import write_csv_atomic, write_text_atomic
 from fairnas.search import SearchResult, SearchSettings, SearchSpace, load_space, run_search
 from fairnas.search.hypervolume import hypervolume_curve
 from fairnas.search.trial import Target
 from fairnas.tasks.search_target import TrainingTarget
-
-from _compute_meter import ComputeBudgetReached, CostMeter, EpochsTrained, MeteredTarget, RetrainingCost
-from _efficiency_figure import efficiency_figure, volume_on_grid
-from analytic import NoisyMultiFidelityProblem
-from tabular import TableTarget, front_hypervolume, load_table
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 METHODS = {
@@ -257,10 +257,8 @@ def run_method(
     }
     nominal_cap = total_budget * values["eta"] / (values["eta"] - 1) + problem.max_budget
     search_settings = SearchSettings(**values, total_budget=nominal_cap)
-    try:
+    with contextlib.suppress(ComputeBudgetReached):  # trials.csv holds every finished trial
         run_search(metered, problem.space, search_settings, output_dir=run_dir / "search")
-    except ComputeBudgetReached:
-        pass  # trials.csv holds every finished trial
     trials = SearchResult.load(run_dir / "search").trials
     trials = trials.assign(cost=metered.costs_of(trials))
     write_csv_atomic(trials, finished)
@@ -297,20 +295,24 @@ def benchmark(
                 file=sys.stderr,
                 flush=True,
             )
-            runs.append(pd.DataFrame({
-                "problem": problem.name,
-                "method": method,
-                "seed": seed,
-                "n_trials": curve["n_trials"],
-                "config_id": trials["config_id"].to_numpy(),
-                "budget": trials["budget"].to_numpy(dtype=float),
-                "status": trials["status"].to_numpy(),
-                **{name: trials[name].to_numpy(dtype=float) for name in problem.objectives},
-                "cost": trials["cost"].to_numpy(),
-                "consumed_budget": curve["consumed_budget"],
-                "hypervolume": curve["hypervolume"],
-                "run_wall_time_s": wall_time_s,
-            }))
+            runs.append(
+                pd.DataFrame(
+                    {
+                        "problem": problem.name,
+                        "method": method,
+                        "seed": seed,
+                        "n_trials": curve["n_trials"],
+                        "config_id": trials["config_id"].to_numpy(),
+                        "budget": trials["budget"].to_numpy(dtype=float),
+                        "status": trials["status"].to_numpy(),
+                        **{name: trials[name].to_numpy(dtype=float) for name in problem.objectives},
+                        "cost": trials["cost"].to_numpy(),
+                        "consumed_budget": curve["consumed_budget"],
+                        "hypervolume": curve["hypervolume"],
+                        "run_wall_time_s": wall_time_s,
+                    }
+                )
+            )
     return pd.concat(runs, ignore_index=True)
 
 
@@ -349,11 +351,12 @@ def summarize(runs: pd.DataFrame, total_budget: float, max_hypervolume: float | 
             row.update(share_mean=row["hv_mean"] / max_hypervolume, share_sem=row["hv_sem"] / max_hypervolume)
         if random is not None:
             difference = (volumes - random).dropna()  # paired by seed
-            row.update(diff_mean=difference.mean(), diff_sem=difference.sem() if len(difference) > 1 else 0.0,
-                       ahead=int((difference > 0).sum()))
-            budgets = np.array([
-                budget_to_reach(curve, goal) for (name, _), curve in per_run if name == method
-            ])
+            row.update(
+                diff_mean=difference.mean(),
+                diff_sem=difference.sem() if len(difference) > 1 else 0.0,
+                ahead=int((difference > 0).sum()),
+            )
+            budgets = np.array([budget_to_reach(curve, goal) for (name, _), curve in per_run if name == method])
             within = budgets <= total_budget + 1e-9
             row.update(budget_to_random=float(np.median(np.where(within, budgets, np.inf))), reached=int(within.sum()))
         rows.append(row)
@@ -387,9 +390,11 @@ def format_table(summary: pd.DataFrame, problem: Problem, total_budget: float) -
         if goal is not None:
             margin = row.diff_mean / row.diff_sem if row.diff_sem > 0 else float("nan")
             median = f"{row.budget_to_random:g}" if np.isfinite(row.budget_to_random) else f">{total_budget:g}"
-            cells += ["" if row.method == "random" else f"{row.diff_mean:+.4f} ± {row.diff_sem:.4f} ({margin:+.1f} s.e.)",
-                      "" if row.method == "random" else f"{row.ahead}/{row.seeds}",
-                      f"{median} ({row.reached}/{row.seeds} seeds)"]
+            cells += [
+                "" if row.method == "random" else f"{row.diff_mean:+.4f} ± {row.diff_sem:.4f} ({margin:+.1f} s.e.)",
+                "" if row.method == "random" else f"{row.ahead}/{row.seeds}",
+                f"{median} ({row.reached}/{row.seeds} seeds)",
+            ]
         cells.append(f"{row.trials_mean:.1f}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -408,8 +413,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--problem", nargs="+", choices=[*PROBLEMS, "all"], default=["analytic"])
     parser.add_argument("--seeds", type=int, default=5, help="seeds 0 .. N-1 per method")
-    parser.add_argument("--total-budget", type=float,
-                        help="consumed epochs per run (default: faces 32, table 30 max-budget trials, others 400)")
+    parser.add_argument(
+        "--total-budget",
+        type=float,
+        help="consumed epochs per run (default: faces 32, table 30 max-budget trials, others 400)",
+    )
     parser.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS))
     parser.add_argument("--output", type=Path, help="CSV of every trial of every run")
     parser.add_argument("--work-dir", type=Path, help="keep the searches here (default: a temporary directory)")

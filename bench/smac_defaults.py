@@ -40,6 +40,7 @@ from unittest import mock
 import numpy as np
 import pandas as pd
 import torch
+from search_efficiency import PROBLEMS, Problem, consumed_curve, hypervolume_at, quiet_training_logs, run_method
 from smac import MultiFidelityFacade
 from smac.main.config_selector import ConfigSelector
 from smac.random_design.probability_design import ProbabilityRandomDesign
@@ -47,8 +48,6 @@ from smac.runhistory.encoder import RunHistoryLogScaledEncoder
 from smac.runhistory.enumerations import StatusType
 
 from fairnas.io import write_csv_atomic
-
-from search_efficiency import PROBLEMS, Problem, consumed_curve, hypervolume_at, quiet_training_logs, run_method
 
 
 @dataclass(frozen=True)
@@ -62,14 +61,20 @@ class Candidate:
 
 def random_design(probability: float) -> contextlib.AbstractContextManager:
     """The facade interleaves a random configuration among the acquisition's with ``probability``."""
-    return mock.patch.object(MultiFidelityFacade, "get_random_design", staticmethod(
-        lambda scenario: ProbabilityRandomDesign(probability=probability, seed=scenario.seed)))
+    return mock.patch.object(
+        MultiFidelityFacade,
+        "get_random_design",
+        staticmethod(lambda scenario: ProbabilityRandomDesign(probability=probability, seed=scenario.seed)),
+    )
 
 
 def weights_per_proposal() -> contextlib.AbstractContextManager:
     """Refit the surrogate, and so draw new ParEGO weights, for every proposal (SMAC: every 8)."""
-    return mock.patch.object(MultiFidelityFacade, "get_config_selector", staticmethod(
-        lambda scenario: ConfigSelector(scenario, retrain_after=1)))
+    return mock.patch.object(
+        MultiFidelityFacade,
+        "get_config_selector",
+        staticmethod(lambda scenario: ConfigSelector(scenario, retrain_after=1)),
+    )
 
 
 class ModelBudgetBoundsEncoder(RunHistoryLogScaledEncoder):
@@ -98,16 +103,18 @@ CANDIDATES = {
     "random_share_0": Candidate("no interleaved random configurations (0.2)", patch=partial(random_design, 0.0)),
     "random_share_0.5": Candidate("half the configurations random (0.2)", patch=partial(random_design, 0.5)),
     "rho_0.5": Candidate("ParEGO rho 0.5 (0.05)", {"rho": 0.5}),
-    "bounds_model_budget": Candidate("normalise with the surrogate budget's trials (all trials)",
-                                     patch=model_budget_bounds),
+    "bounds_model_budget": Candidate(
+        "normalise with the surrogate budget's trials (all trials)", patch=model_budget_bounds
+    ),
     "weights_per_proposal": Candidate("new ParEGO weights every proposal (every 8)", patch=weights_per_proposal),
     "eta_3": Candidate("Hyperband eta 3 (2)", {"eta": 3}),
     "min_budget_2": Candidate("search from 2 epochs (1)", {"min_budget": 2}),
 }
 
 
-def run_candidate(problem: Problem, name: str, *, seeds: Sequence[int], total_budget: float,
-                  work_dir: Path) -> pd.DataFrame:
+def run_candidate(
+    problem: Problem, name: str, *, seeds: Sequence[int], total_budget: float, work_dir: Path
+) -> pd.DataFrame:
     """Hypervolume at ``total_budget`` and trials of each seed's SMAC search under candidate ``name``; the default
     runs are ``search_efficiency``'s ``smac`` runs (same folders, reused)."""
     candidate = CANDIDATES[name]
@@ -117,14 +124,27 @@ def run_candidate(problem: Problem, name: str, *, seeds: Sequence[int], total_bu
         start = time.perf_counter()
         run_dir = work_dir / problem.name / method_dir / f"seed{seed}"
         with candidate.patch():
-            trials = run_method(problem, "smac", seed=seed, total_budget=total_budget, run_dir=run_dir,
-                                settings=candidate.settings)
+            trials = run_method(
+                problem, "smac", seed=seed, total_budget=total_budget, run_dir=run_dir, settings=candidate.settings
+            )
         volume = hypervolume_at(consumed_curve(trials, problem), total_budget)
         at_max = int((trials["budget"] == problem.max_budget).sum())
-        print(f"{problem.name} {name} seed {seed}: {len(trials)} trials ({at_max} at the maximum budget), "
-              f"hypervolume {volume:.4f}, {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
-        rows.append({"problem": problem.name, "candidate": name, "seed": seed, "hypervolume": volume,
-                     "trials": len(trials), "max_budget_trials": at_max})
+        print(
+            f"{problem.name} {name} seed {seed}: {len(trials)} trials ({at_max} at the maximum budget), "
+            f"hypervolume {volume:.4f}, {time.perf_counter() - start:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+        rows.append(
+            {
+                "problem": problem.name,
+                "candidate": name,
+                "seed": seed,
+                "hypervolume": volume,
+                "trials": len(trials),
+                "max_budget_trials": at_max,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -138,30 +158,42 @@ def compare(results: pd.DataFrame, max_hypervolume: float | None = None) -> pd.D
     for name in volumes.columns:
         difference = (volumes[name] - volumes[DEFAULT]).dropna()
         sem = difference.sem() if len(difference) > 1 else math.nan
-        rows.append({
-            "candidate": name, "seeds": int(volumes[name].notna().sum()),
-            "hv_mean": volumes[name].mean(), "hv_sem": volumes[name].sem(),
-            "share_mean": volumes[name].mean() / scale, "share_sem": volumes[name].sem() / scale,
-            "diff_mean": difference.mean(), "diff_sem": sem,
-            "margin": difference.mean() / sem if sem and sem > 0 else math.nan,
-            "ahead": int((difference > 0).sum()),
-            "max_budget_trials": results.loc[results["candidate"] == name, "max_budget_trials"].mean(),
-        })
+        rows.append(
+            {
+                "candidate": name,
+                "seeds": int(volumes[name].notna().sum()),
+                "hv_mean": volumes[name].mean(),
+                "hv_sem": volumes[name].sem(),
+                "share_mean": volumes[name].mean() / scale,
+                "share_sem": volumes[name].sem() / scale,
+                "diff_mean": difference.mean(),
+                "diff_sem": sem,
+                "margin": difference.mean() / sem if sem and sem > 0 else math.nan,
+                "ahead": int((difference > 0).sum()),
+                "max_budget_trials": results.loc[results["candidate"] == name, "max_budget_trials"].mean(),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def format_comparison(comparison: pd.DataFrame, problem: Problem, total_budget: float) -> str:
     """A markdown table of ``compare``'s rows."""
-    lines = [f"{problem.name}: SMAC hypervolume at {total_budget:g} consumed epochs, mean ± standard error over "
-             f"{comparison['seeds'].max()} seeds", "",
-             "| candidate | hypervolume | share of max | minus default (paired) | seeds ahead | max-budget trials |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        f"{problem.name}: SMAC hypervolume at {total_budget:g} consumed epochs, mean ± standard error over "
+        f"{comparison['seeds'].max()} seeds",
+        "",
+        "| candidate | hypervolume | share of max | minus default (paired) | seeds ahead | max-budget trials |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for row in comparison.itertuples():
-        paired = "" if row.candidate == DEFAULT else (
-            f"{row.diff_mean:+.4f} ± {row.diff_sem:.4f} ({row.margin:+.1f} s.e.)")
+        paired = (
+            "" if row.candidate == DEFAULT else (f"{row.diff_mean:+.4f} ± {row.diff_sem:.4f} ({row.margin:+.1f} s.e.)")
+        )
         share = "" if math.isnan(row.share_mean) else f"{row.share_mean:.3f} ± {row.share_sem:.3f}"
-        lines.append(f"| {row.candidate} | {row.hv_mean:.4f} ± {row.hv_sem:.4f} | {share} | {paired} | "
-                     f"{'' if row.candidate == DEFAULT else f'{row.ahead}/{row.seeds}'} | {row.max_budget_trials:.1f} |")
+        lines.append(
+            f"| {row.candidate} | {row.hv_mean:.4f} ± {row.hv_sem:.4f} | {share} | {paired} | "
+            f"{'' if row.candidate == DEFAULT else f'{row.ahead}/{row.seeds}'} | {row.max_budget_trials:.1f} |"
+        )
     return "\n".join(lines)
 
 
@@ -173,8 +205,11 @@ def verdicts(comparisons: Mapping[str, pd.DataFrame]) -> str:
     for name in names:
         values = [margins[problem].get(name, math.nan) for problem in margins]
         adopt = all(value > 1 for value in values)  # NaN (not run) compares False
-        lines.append(f"| {name}: {CANDIDATES[name].description} | "
-                     + " | ".join(f"{value:+.1f} s.e." for value in values) + f" | {'yes' if adopt else 'no'} |")
+        lines.append(
+            f"| {name}: {CANDIDATES[name].description} | "
+            + " | ".join(f"{value:+.1f} s.e." for value in values)
+            + f" | {'yes' if adopt else 'no'} |"
+        )
     return "\n".join(lines)
 
 
@@ -196,8 +231,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     for problem_name in args.problem:
         problem = PROBLEMS[problem_name]()
         total_budget = args.total_budget or problem.default_total_budget
-        runs = pd.concat([run_candidate(problem, name, seeds=range(args.seeds), total_budget=total_budget,
-                                        work_dir=args.work_dir) for name in names], ignore_index=True)
+        runs = pd.concat(
+            [
+                run_candidate(problem, name, seeds=range(args.seeds), total_budget=total_budget, work_dir=args.work_dir)
+                for name in names
+            ],
+            ignore_index=True,
+        )
         results.append(runs)
         comparisons[problem.name] = compare(runs, problem.max_hypervolume)
         print(format_comparison(comparisons[problem.name], problem, total_budget), "", sep="\n", flush=True)

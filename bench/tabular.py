@@ -13,7 +13,8 @@ spec (``<name>.json``: space, preset overrides, seed, budgets, build time, machi
 
 On 2 cores, two single-threaded shards finish sooner than one two-threaded process::
 
-    OMP_NUM_THREADS=1 python bench/tabular.py build --shard 0/2 & OMP_NUM_THREADS=1 python bench/tabular.py build --shard 1/2
+    OMP_NUM_THREADS=1 python bench/tabular.py build --shard 0/2 &
+    OMP_NUM_THREADS=1 python bench/tabular.py build --shard 1/2
 
 A run lives in ``outputs/tabular/<name>/<config id>/`` (checkpoints are not kept in the table); ``epochs.json``
 there records its per-epoch metrics as soon as each epoch is validated.
@@ -40,9 +41,9 @@ from ConfigSpace import ConfigurationSpace
 from fairnas.config import compose_config
 from fairnas.io import write_csv_atomic, write_json_atomic
 from fairnas.search import SearchSpace, config_id, load_space
-from fairnas.search.trial import native_config
 from fairnas.search.hypervolume import hypervolume
 from fairnas.search.pareto import non_dominated_mask
+from fairnas.search.trial import native_config
 from fairnas.tasks.train import train
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -76,7 +77,7 @@ def grid(space: SearchSpace) -> Iterator[dict[str, Any]]:
     names = list(configspace)
     choices = [_values(configspace[name]) for name in names]
     for values in itertools.product(*choices):
-        candidate = dict(zip(names, values))
+        candidate = dict(zip(names, values, strict=False))
         active = {name: value for name, value in candidate.items() if _is_active(configspace, name, candidate)}
         key = config_id(active)
         if key not in seen:
@@ -101,8 +102,15 @@ def _is_active(configspace: ConfigurationSpace, name: str, values: dict[str, Any
     return True
 
 
-def build(name: str, overrides: Sequence[str], work_dir: Path, tables: Path = TABLES, space_file: Path = SPACE,
-          max_budget: int = MAX_BUDGET, shard: tuple[int, int] = (0, 1)) -> pd.DataFrame | None:
+def build(
+    name: str,
+    overrides: Sequence[str],
+    work_dir: Path,
+    tables: Path = TABLES,
+    space_file: Path = SPACE,
+    max_budget: int = MAX_BUDGET,
+    shard: tuple[int, int] = (0, 1),
+) -> pd.DataFrame | None:
     """Train every configuration of ``space_file`` (those not finished before) and write the table and its spec.
 
     ``shard=(k, n)`` trains only every n-th configuration from the k-th, so n single-threaded processes share the
@@ -112,34 +120,58 @@ def build(name: str, overrides: Sequence[str], work_dir: Path, tables: Path = TA
     configs = list(grid(space))
     base = table_overrides(overrides, max_budget)
     start = time.perf_counter()
-    for index, config in enumerate(configs[shard[0]::shard[1]]):
+    for index, config in enumerate(configs[shard[0] :: shard[1]]):
         epochs = train_config(config, space, base, work_dir)
-        print(f"[table] shard {shard[0]}/{shard[1]} run {index + 1} {config_id(config)} {config}: val error "
-              f"{epochs[-1]['val']['error']:.3f} rank disparity {epochs[-1]['val']['rank_disparity']:.2f}",
-              flush=True)
+        print(
+            f"[table] shard {shard[0]}/{shard[1]} run {index + 1} {config_id(config)} {config}: val error "
+            f"{epochs[-1]['val']['error']:.3f} rank disparity {epochs[-1]['val']['rank_disparity']:.2f}",
+            flush=True,
+        )
     if not all((work_dir / config_id(config) / "seconds.json").is_file() for config in configs):
         return None
-    table = pd.DataFrame([row for config in configs
-                          for row in table_rows(config, train_config(config, space, base, work_dir), space)])
-    seconds = {config_id(config): json.loads((work_dir / config_id(config) / "seconds.json").read_text())
-               for config in configs}
+    table = pd.DataFrame(
+        [row for config in configs for row in table_rows(config, train_config(config, space, base, work_dir), space)]
+    )
+    seconds = {
+        config_id(config): json.loads((work_dir / config_id(config) / "seconds.json").read_text()) for config in configs
+    }
     write_csv_atomic(table, tables / f"{name}.csv")
-    write_json_atomic(tables / f"{name}.json", {
-        "space": str(space_file.relative_to(REPOSITORY)) if space_file.is_relative_to(REPOSITORY) else str(space_file), "objectives": list(OBJECTIVES), "max_budget": max_budget,
-        "seed": SEED, "train_overrides": base, "configurations": len(configs),
-        "train_seconds": {"total": sum(seconds.values()), "median": float(pd.Series(seconds).median())},
-        "build_command": f"python bench/tabular.py build --name {name}",
-        "this_invocation_seconds": time.perf_counter() - start, "shards": shard[1],
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores", "commit": _commit(),
-    })
+    write_json_atomic(
+        tables / f"{name}.json",
+        {
+            "space": str(space_file.relative_to(REPOSITORY))
+            if space_file.is_relative_to(REPOSITORY)
+            else str(space_file),
+            "objectives": list(OBJECTIVES),
+            "max_budget": max_budget,
+            "seed": SEED,
+            "train_overrides": base,
+            "configurations": len(configs),
+            "train_seconds": {"total": sum(seconds.values()), "median": float(pd.Series(seconds).median())},
+            "build_command": f"python bench/tabular.py build --name {name}",
+            "this_invocation_seconds": time.perf_counter() - start,
+            "shards": shard[1],
+            "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
+            "commit": _commit(),
+        },
+    )
     return table
 
 
 def table_overrides(overrides: Sequence[str], max_budget: int) -> list[str]:
     """The training overrides of every run of a table built with ``overrides`` (its spec records them)."""
-    return ["experiment=showcase", "logger=none", "trainer.enable_progress_bar=false", *overrides,
-            f"trainer.max_epochs={max_budget}", f"scheduler.horizon_epochs={max_budget}", f"seed={SEED}",
-            "eval.test_every_epoch=true", "eval.test=false", "callbacks.model_checkpoint.save_top_k=0"]
+    return [
+        "experiment=showcase",
+        "logger=none",
+        "trainer.enable_progress_bar=false",
+        *overrides,
+        f"trainer.max_epochs={max_budget}",
+        f"scheduler.horizon_epochs={max_budget}",
+        f"seed={SEED}",
+        "eval.test_every_epoch=true",
+        "eval.test=false",
+        "callbacks.model_checkpoint.save_top_k=0",
+    ]
 
 
 def train_config(config: dict[str, Any], space: SearchSpace, base: Sequence[str], work_dir: Path) -> list[dict]:
@@ -148,9 +180,12 @@ def train_config(config: dict[str, Any], space: SearchSpace, base: Sequence[str]
     record = run_dir / "seconds.json"
     if not record.is_file():
         shutil.rmtree(run_dir, ignore_errors=True)  # an interrupted run starts over
-        overrides = [*base, *space.overrides(config),
-                     f"+callbacks.epoch_recorder._target_={EpochRecorder.__module__}.EpochRecorder",
-                     f"+callbacks.epoch_recorder.path={run_dir / EPOCHS_FILE}"]
+        overrides = [
+            *base,
+            *space.overrides(config),
+            f"+callbacks.epoch_recorder._target_={EpochRecorder.__module__}.EpochRecorder",
+            f"+callbacks.epoch_recorder.path={run_dir / EPOCHS_FILE}",
+        ]
         started = time.perf_counter()
         train(compose_config("train", overrides, output_dir=run_dir))
         write_json_atomic(record, time.perf_counter() - started)
@@ -159,10 +194,16 @@ def train_config(config: dict[str, Any], space: SearchSpace, base: Sequence[str]
 
 def table_rows(config: dict[str, Any], epochs: list[dict], space: SearchSpace) -> list[dict]:
     """One row per epoch: the configuration's hyperparameters, then ``<split>/<metric>``."""
-    return [{"config_id": config_id(config), "config": json.dumps(config, sort_keys=True), "epoch": epoch,
-             **{name: config.get(name) for name in space.keys},
-             **{f"{split}/{metric}": float(metrics[split][metric]) for split in ("val", "test") for metric in METRICS}}
-            for epoch, metrics in enumerate(epochs, start=1)]
+    return [
+        {
+            "config_id": config_id(config),
+            "config": json.dumps(config, sort_keys=True),
+            "epoch": epoch,
+            **{name: config.get(name) for name in space.keys},
+            **{f"{split}/{metric}": float(metrics[split][metric]) for split in ("val", "test") for metric in METRICS},
+        }
+        for epoch, metrics in enumerate(epochs, start=1)
+    ]
 
 
 def load_table(name: str, tables: Path = TABLES) -> tuple[pd.DataFrame, dict]:
@@ -184,8 +225,13 @@ class TableTarget:
         return {name: float(row[column]) for name, column in self._columns.items()}
 
 
-def front_hypervolume(table: pd.DataFrame, objectives: Sequence[str], max_budget: int,
-                      reference_point: Sequence[float], split: str = "val") -> float:
+def front_hypervolume(
+    table: pd.DataFrame,
+    objectives: Sequence[str],
+    max_budget: int,
+    reference_point: Sequence[float],
+    split: str = "val",
+) -> float:
     """Hypervolume of the table's own front at the maximum budget: the best any search of the table can reach."""
     final = table[table["epoch"] == max_budget]
     return hypervolume(final[[f"{split}/{name}" for name in objectives]].to_numpy(dtype=float), reference_point)
@@ -196,10 +242,13 @@ def summary(table: pd.DataFrame, spec: dict) -> str:
     final = table[table["epoch"] == spec["max_budget"]]
     columns = [f"val/{name}" for name in spec["objectives"]]
     front = final[non_dominated_mask(final[columns].to_numpy(dtype=float))].sort_values(columns[0])
-    lines = [f"{spec['configurations']} configurations x {spec['max_budget']} epochs; training "
-             f"{spec['train_seconds']['total'] / 60:.0f} min (median {spec['train_seconds']['median']:.0f} s)",
-             final[columns].describe().round(3).to_string(), "validation front at the maximum budget:",
-             front[["config", *columns]].to_string(index=False)]
+    lines = [
+        f"{spec['configurations']} configurations x {spec['max_budget']} epochs; training "
+        f"{spec['train_seconds']['total'] / 60:.0f} min (median {spec['train_seconds']['median']:.0f} s)",
+        final[columns].describe().round(3).to_string(),
+        "validation front at the maximum budget:",
+        front[["config", *columns]].to_string(index=False),
+    ]
     return "\n".join(lines)
 
 
@@ -225,13 +274,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--space", type=Path, default=SPACE, help="the discrete space file to tabulate")
     parser.add_argument("--max-budget", type=int, default=MAX_BUDGET, help="epochs of every run")
     parser.add_argument("--overrides", nargs="*", default=[], help="train.py overrides after experiment=showcase")
-    parser.add_argument("--shard", type=_shard, default=(0, 1), metavar="K/N",
-                        help="train every N-th configuration from the K-th (run N processes, K = 0..N-1)")
+    parser.add_argument(
+        "--shard",
+        type=_shard,
+        default=(0, 1),
+        metavar="K/N",
+        help="train every N-th configuration from the K-th (run N processes, K = 0..N-1)",
+    )
     args = parser.parse_args(argv)
     if args.command == "build":
         work_dir = args.work_dir or REPOSITORY / "outputs" / "tabular" / args.name
-        if build(args.name, args.overrides, work_dir, args.tables, args.space.resolve(), args.max_budget,
-                 args.shard) is None:
+        if (
+            build(args.name, args.overrides, work_dir, args.tables, args.space.resolve(), args.max_budget, args.shard)
+            is None
+        ):
             print(f"[table] shard {args.shard[0]}/{args.shard[1]} done; other shards still running")
             return
     print(summary(*load_table(args.name, args.tables)))

@@ -54,19 +54,29 @@ def build_module(overrides: list[str]) -> FaceRecognitionModule:
     with tempfile.TemporaryDirectory() as folder:
         cfg = compose_config("train", ["scheduler=constant", "logger=none", *overrides], output_dir=folder)
     head = instantiate_partial(cfg.head, "head")(embedding_dim=cfg.embedding_dim, num_classes=NUM_CLASSES)
-    return FaceRecognitionModule(embedder=build_embedder(cfg), head=head, loss=instantiate(cfg.loss),
-                                 optimizer=instantiate_partial(cfg.optimizer, "optimizer"), scheduler=None,
-                                 group_order=["g0", "g1"])
+    return FaceRecognitionModule(
+        embedder=build_embedder(cfg),
+        head=head,
+        loss=instantiate(cfg.loss),
+        optimizer=instantiate_partial(cfg.optimizer, "optimizer"),
+        scheduler=None,
+        group_order=["g0", "g1"],
+    )
 
 
 def random_batches(setting: Setting, n: int, seed: int = 0) -> list[dict]:
     """``n`` batches in the training step's format, on the setting's device."""
     generator = torch.Generator().manual_seed(seed)
     size, device = (setting.batch_size, 3, setting.image_size, setting.image_size), setting.device
-    return [{"image": torch.randn(size, generator=generator).to(device),
-             "label": torch.randint(NUM_CLASSES, (setting.batch_size,), generator=generator).to(device),
-             "group": torch.zeros(setting.batch_size, dtype=torch.long, device=device),
-             "index": torch.arange(setting.batch_size, device=device)} for _ in range(n)]
+    return [
+        {
+            "image": torch.randn(size, generator=generator).to(device),
+            "label": torch.randint(NUM_CLASSES, (setting.batch_size,), generator=generator).to(device),
+            "group": torch.zeros(setting.batch_size, dtype=torch.long, device=device),
+            "index": torch.arange(setting.batch_size, device=device),
+        }
+        for _ in range(n)
+    ]
 
 
 def synchronize(device: str) -> None:
@@ -92,17 +102,33 @@ class StepTimer(pl.Callback):
 
 def lightning_images_per_second(module: FaceRecognitionModule, batches: list[dict], setting: Setting) -> float:
     timer = StepTimer(setting.warmup, setting.device)
-    trainer = pl.Trainer(accelerator="gpu" if setting.device.startswith("cuda") else "cpu", devices=1,
-                         max_steps=len(batches), limit_val_batches=0, num_sanity_val_steps=0, logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                         callbacks=[timer])
+    trainer = pl.Trainer(
+        accelerator="gpu" if setting.device.startswith("cuda") else "cpu",
+        devices=1,
+        max_steps=len(batches),
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[timer],
+    )
     loader = torch.utils.data.DataLoader(batches, batch_size=None, shuffle=False)
     trainer.fit(module, train_dataloaders=loader)
     return setting.batch_size * setting.steps / (timer.end - timer.start)
 
 
-def train_steps(embedder, head, loss, optimizer, batches: list[dict], setting: Setting, autocast: bool = False,
-                channels_last: bool = False) -> float:
+def train_steps(
+    embedder,
+    head,
+    loss,
+    optimizer,
+    batches: list[dict],
+    setting: Setting,
+    autocast: bool = False,
+    channels_last: bool = False,
+) -> float:
     """Images/s of plain forward / loss / backward / step over ``batches``, the first ``warmup`` untimed."""
     device_type = "cuda" if setting.device.startswith("cuda") else "cpu"
     for step, batch in enumerate(batches):
@@ -126,15 +152,19 @@ def compare_loops(setting: Setting) -> pd.DataFrame:
     module = build_module(["backbone.preset=tiny"]).to(setting.device)
     bare = copy.deepcopy(module).train()
     batches = random_batches(setting, setting.warmup + setting.steps)
-    bare_rate = train_steps(bare.embedder, bare.head, bare.loss, bare.optimizer_factory(params=bare.parameters()),
-                            batches, setting)
+    bare_rate = train_steps(
+        bare.embedder, bare.head, bare.loss, bare.optimizer_factory(params=bare.parameters()), batches, setting
+    )
     lightning_rate = lightning_images_per_second(module, batches, setting)
-    return pd.DataFrame([{"loop": "bare PyTorch", "images/s": bare_rate, "ratio to bare": 1.0},
-                         {"loop": "Lightning", "images/s": lightning_rate, "ratio to bare": lightning_rate / bare_rate}])
+    return pd.DataFrame(
+        [
+            {"loop": "bare PyTorch", "images/s": bare_rate, "ratio to bare": 1.0},
+            {"loop": "Lightning", "images/s": lightning_rate, "ratio to bare": lightning_rate / bare_rate},
+        ]
+    )
 
 
-MODELS = {"DPN paper (SMAC_301)": ["backbone.preset=paper"],
-          "timm dpn68": ["backbone=timm", "backbone.name=dpn68"]}
+MODELS = {"DPN paper (SMAC_301)": ["backbone.preset=paper"], "timm dpn68": ["backbone=timm", "backbone.name=dpn68"]}
 
 
 def compare_models(setting: Setting, channels_last: bool, compile_model: bool) -> pd.DataFrame:
@@ -153,8 +183,16 @@ def compare_models(setting: Setting, channels_last: bool, compile_model: bool) -
             if memory_format:
                 module = module.to(memory_format=torch.channels_last)
             embedder = torch.compile(module.embedder) if compiled else module.embedder
-            rate = train_steps(embedder, module.head, module.loss, module.optimizer_factory(params=module.parameters()),
-                               batches, setting, autocast=autocast, channels_last=memory_format)
+            rate = train_steps(
+                embedder,
+                module.head,
+                module.loss,
+                module.optimizer_factory(params=module.parameters()),
+                batches,
+                setting,
+                autocast=autocast,
+                channels_last=memory_format,
+            )
             rows.append({"model": model, "variant": variant, "images/s": rate})
     table = pd.DataFrame(rows)
     baseline = table[table["variant"] == "fp32"].set_index("model")["images/s"]
@@ -165,8 +203,10 @@ def compare_models(setting: Setting, channels_last: bool, compile_model: bool) -
 def header(device: str) -> str:
     name = torch.cuda.get_device_name(device) if device.startswith("cuda") else platform.processor() or "CPU"
     load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
-    return (f"torch {torch.__version__}, lightning {pl.__version__}, device {device} ({name}), "
-            f"{torch.get_num_threads()} threads, load average {load}")
+    return (
+        f"torch {torch.__version__}, lightning {pl.__version__}, device {device} ({name}), "
+        f"{torch.get_num_threads()} threads, load average {load}"
+    )
 
 
 def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
@@ -186,13 +226,17 @@ def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
     if "loop" in parts:
         setting = Setting(args.device, args.batch_size, args.loop_image_size, args.steps, args.warmup)
         tables["loop"] = compare_loops(setting)
-        print(f"\nLightning vs a bare loop (tiny DPN, CosFace, {setting.image_size} px, batch {setting.batch_size}; "
-              f"goal >= {LOOP_GOAL}):\n{tables['loop'].to_string(index=False, float_format='{:.3f}'.format)}")
+        print(
+            f"\nLightning vs a bare loop (tiny DPN, CosFace, {setting.image_size} px, batch {setting.batch_size}; "
+            f"goal >= {LOOP_GOAL}):\n{tables['loop'].to_string(index=False, float_format='{:.3f}'.format)}"
+        )
     if "models" in parts:
         setting = Setting(args.device, args.batch_size, 112, args.steps, args.warmup)
         tables["models"] = compare_models(setting, args.channels_last, args.compile)
-        print(f"\nTraining images/s at 112 px, batch {setting.batch_size}:\n"
-              f"{tables['models'].to_string(index=False, float_format='{:.3f}'.format)}")
+        print(
+            f"\nTraining images/s at 112 px, batch {setting.batch_size}:\n"
+            f"{tables['models'].to_string(index=False, float_format='{:.3f}'.format)}"
+        )
     return tables
 
 

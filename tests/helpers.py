@@ -56,7 +56,8 @@ class RecordTrainingLabels(pl.Callback):
         self.path, self.rows = path, []
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        self.rows += [(trainer.current_epoch, int(i), int(label)) for i, label in zip(batch["index"], batch["label"])]
+        pairs = zip(batch["index"], batch["label"], strict=True)
+        self.rows += [(trainer.current_epoch, int(i), int(label)) for i, label in pairs]
 
     def on_train_end(self, trainer, pl_module):
         with open(self.path, "w") as file:

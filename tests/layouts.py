@@ -12,13 +12,48 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-CELEBA_ATTRIBUTES = (
-    "5_o_Clock_Shadow Arched_Eyebrows Attractive Bags_Under_Eyes Bald Bangs Big_Lips Big_Nose Black_Hair "
-    "Blond_Hair Blurry Brown_Hair Bushy_Eyebrows Chubby Double_Chin Eyeglasses Goatee Gray_Hair Heavy_Makeup "
-    "High_Cheekbones Male Mouth_Slightly_Open Mustache Narrow_Eyes No_Beard Oval_Face Pale_Skin Pointy_Nose "
-    "Receding_Hairline Rosy_Cheeks Sideburns Smiling Straight_Hair Wavy_Hair Wearing_Earrings Wearing_Hat "
-    "Wearing_Lipstick Wearing_Necklace Wearing_Necktie Young"
-).split()
+CELEBA_ATTRIBUTES = [
+    "5_o_Clock_Shadow",
+    "Arched_Eyebrows",
+    "Attractive",
+    "Bags_Under_Eyes",
+    "Bald",
+    "Bangs",
+    "Big_Lips",
+    "Big_Nose",
+    "Black_Hair",
+    "Blond_Hair",
+    "Blurry",
+    "Brown_Hair",
+    "Bushy_Eyebrows",
+    "Chubby",
+    "Double_Chin",
+    "Eyeglasses",
+    "Goatee",
+    "Gray_Hair",
+    "Heavy_Makeup",
+    "High_Cheekbones",
+    "Male",
+    "Mouth_Slightly_Open",
+    "Mustache",
+    "Narrow_Eyes",
+    "No_Beard",
+    "Oval_Face",
+    "Pale_Skin",
+    "Pointy_Nose",
+    "Receding_Hairline",
+    "Rosy_Cheeks",
+    "Sideburns",
+    "Smiling",
+    "Straight_Hair",
+    "Wavy_Hair",
+    "Wearing_Earrings",
+    "Wearing_Hat",
+    "Wearing_Lipstick",
+    "Wearing_Necklace",
+    "Wearing_Necktie",
+    "Young",
+]
 RACES = ("African", "Asian", "Caucasian", "Indian")
 
 
@@ -34,8 +69,9 @@ def write_image(path: Path, rng: np.random.Generator) -> None:
     path.write_bytes(jpeg_bytes(rng))
 
 
-def write_celeba(root: Path, n_identities: int = 20, images_per_identity: int = 4, seed: int = 0,
-                 landmarks: bool = False) -> dict:
+def write_celeba(
+    root: Path, n_identities: int = 20, images_per_identity: int = 4, seed: int = 0, landmarks: bool = False
+) -> dict:
     """CelebA's four files and ``img_align_celeba/`` (and, with ``landmarks``, the landmark file: eyes at (69, 109)
     and (106, 113) shifted by the image number mod 3, as in the real file's header and column order). Identity
     ``101 + k`` is male for even k; the official partition puts the first 60% of identities in train, then 20% val,
@@ -61,9 +97,13 @@ def write_celeba(root: Path, n_identities: int = 20, images_per_identity: int = 
     )
     (root / "list_eval_partition.txt").write_text("\n".join(partition) + "\n")
     if landmarks:
-        header = "lefteye_x lefteye_y righteye_x righteye_y nose_x nose_y leftmouth_x leftmouth_y rightmouth_x rightmouth_y"
-        rows = [f"{line.split()[0]} " + " ".join(str(v + n % 3) for v in (69, 109, 106, 113, 77, 142, 73, 152, 108, 154))
-                for n, line in enumerate(identities)]
+        header = (
+            "lefteye_x lefteye_y righteye_x righteye_y nose_x nose_y leftmouth_x leftmouth_y rightmouth_x rightmouth_y"
+        )
+        rows = [
+            f"{line.split()[0]} " + " ".join(str(v + n % 3) for v in (69, 109, 106, 113, 77, 142, 73, 152, 108, 154))
+            for n, line in enumerate(identities)
+        ]
         (root / "list_landmarks_align_celeba.txt").write_text(f"{len(rows)}\n{header}\n" + "\n".join(rows) + "\n")
     return male
 

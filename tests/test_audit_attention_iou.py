@@ -47,11 +47,15 @@ def test_attention_iou_is_nan_for_an_all_zero_map_and_batches_over_leading_axes(
     assert values.shape == (3,) and values[0] == pytest.approx(1.0) and np.isnan(values[1])
 
 
-@pytest.mark.parametrize("backbone", [
-    lambda: SearchableDPN(num_init_features=8, k_r=8, groups=4, inc_sec=(4, 4, 4, 4), base_width=16),
-    lambda: TimmBackbone("resnet18"),
-    lambda: TimmBackbone("dpn68"),
-], ids=["searchable_dpn", "resnet18", "dpn68"])
+@pytest.mark.parametrize(
+    "backbone",
+    [
+        lambda: SearchableDPN(num_init_features=8, k_r=8, groups=4, inc_sec=(4, 4, 4, 4), base_width=16),
+        lambda: TimmBackbone("resnet18"),
+        lambda: TimmBackbone("dpn68"),
+    ],
+    ids=["searchable_dpn", "resnet18", "dpn68"],
+)
 def test_gradcam_layer_is_the_last_spatial_map_before_pooling(backbone):
     embedder = FaceEmbedder(backbone(), embedding_dim=16).eval()
     layer = feature_map_layer(embedder, 64)
@@ -59,7 +63,7 @@ def test_gradcam_layer_is_the_last_spatial_map_before_pooling(backbone):
     handle = layer.register_forward_hook(lambda module, _, output: seen.setdefault("output", output))
     embedder(torch.zeros(1, 3, 64, 64))
     handle.remove()
-    assert isinstance(seen["output"], torch.Tensor) and seen["output"].shape[-1] == 2   # 64 px / 32
+    assert isinstance(seen["output"], torch.Tensor) and seen["output"].shape[-1] == 2  # 64 px / 32
     assert not isinstance(layer, nn.AdaptiveAvgPool2d)
 
 
@@ -77,7 +81,7 @@ def test_region_maps_and_landmark_soft_masks():
     soft = landmark_region_maps([69, 109, 106, 113, 77, 142, 73, 152, 108, 154], 178, 218)
     eyes = soft[MASK_PARTS.index("eyes")]
     assert eyes[109, 69] == pytest.approx(1.0) and eyes[200, 20] < 1e-6
-    assert soft[MASK_PARTS.index("hair")].sum() == 0                   # no landmark: an empty map, NaN score
+    assert soft[MASK_PARTS.index("hair")].sum() == 0  # no landmark: an empty map, NaN score
     assert soft[MASK_PARTS.index("background")][5, 5] > 0.99 and soft[MASK_PARTS.index("skin")][130, 90] > 0.5
 
 
@@ -107,8 +111,9 @@ class WindowModel:
 
     def __init__(self, window: np.ndarray):
         torch.manual_seed(0)
-        self.embedder = nn.Sequential(Window(window), nn.Conv2d(3, 32, 3, padding=1, bias=False), nn.ReLU(),
-                                      nn.AdaptiveAvgPool2d(1), nn.Flatten()).eval()
+        self.embedder = nn.Sequential(
+            Window(window), nn.Conv2d(3, 32, 3, padding=1, bias=False), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten()
+        ).eval()
 
     def embed(self, images: torch.Tensor) -> torch.Tensor:
         return self.embedder(images)
@@ -131,18 +136,19 @@ def part_window(data: AuditData, part: str) -> np.ndarray:
     return (mean >= 0.5 * mean.max()).astype(np.float32)
 
 
-@pytest.mark.parametrize("part", ["eyes", "mouth"])   # mouth: the control, the assertion can fail
+@pytest.mark.parametrize("part", ["eyes", "mouth"])  # mouth: the control, the assertion can fail
 def test_a_model_that_only_sees_one_part_scores_highest_on_that_part(synthetic_with_masks, part):
-    config = OmegaConf.create({"max_probes_per_group": None, "gallery_images": 1, "probe_images": 200,
-                               "n_bootstrap": 20})
+    config = OmegaConf.create(
+        {"max_probes_per_group": None, "gallery_images": 1, "probe_images": 200, "n_bootstrap": 20}
+    )
     result = audit(WindowModel(part_window(synthetic_with_masks, part)), synthetic_with_masks, config)
     other = {"eyes": "mouth", "mouth": "eyes"}[part]
     assert {f"mask_{name}" for name in MASK_PARTS} <= set(result.tables["probes"].columns)
     assert "mask_scores" in result.figures
-    assert result.summary["n_probes"] == 2 * 8 * 4                 # 8 test identities per group, 4 probes each
+    assert result.summary["n_probes"] == 2 * 8 * 4  # 8 test identities per group, 4 probes each
     assert result.summary["top_region"] == {"g0": part, "g1": part}
     scores = result.summary["mask_score"]
-    for group in ("g0", "g1"):                                      # seed 0: 2.3-4x the next region
+    for group in ("g0", "g1"):  # seed 0: 2.3-4x the next region
         rivals = [v for key, v in scores.items() if key.startswith(f"{group}/") and key != f"{group}/{part}"]
         assert scores[f"{group}/{part}"] > 2 * np.nanmax(rivals)
         assert scores[f"{group}/{other}"] < 0.05

@@ -42,9 +42,19 @@ def test_linear_probe_audit_writes_its_folder_summary_and_report(trained_run, tm
 
 def test_data_option_audits_another_data_set_through_the_runs_transforms(trained_run, tmp_path, cache_dir):
     run = load_run(trained_run)
-    cfg = compose_config("audit", [f"ckpt={trained_run}", "logger=none", "audits=[linear_probe]", "data=synthetic",
-                                   *[o for o in TINY_DATA if o.startswith("data.table")], "data.table.seed=7",
-                                   f"paths.cache_dir={cache_dir}"], output_dir=tmp_path)
+    cfg = compose_config(
+        "audit",
+        [
+            f"ckpt={trained_run}",
+            "logger=none",
+            "audits=[linear_probe]",
+            "data=synthetic",
+            *[o for o in TINY_DATA if o.startswith("data.table")],
+            "data.table.seed=7",
+            f"paths.cache_dir={cache_dir}",
+        ],
+        output_dir=tmp_path,
+    )
     summary = audit(cfg)
     assert Path(summary["data"]) != run.data().table.root
     assert json.loads((Path(summary["data"]) / "spec.json").read_text())["seed"] == 7
@@ -61,7 +71,7 @@ def test_gallery_identifies_clean_probes_against_clean_templates(trained_run):
     assert gallery.clean[0].shape == (datamodule.transforms["image_size"],) * 2 + (3,)
     assert ((rank == 1) == (predicted == truth)).all() and rank.min() >= 1
     first_rows = data.frame.groupby("identity").head(1).index.to_numpy()
-    assert not set(first_rows) & set(gallery.probe_rows)        # each identity's first image is its template
+    assert not set(first_rows) & set(gallery.probe_rows)  # each identity's first image is its template
     capped = enrol_gallery(PixelModel(), data, pipeline, max_probes_per_group=2)
     assert np.bincount(datamodule.group_index(data.frame)[capped.probe_rows]).tolist() == [2, 2]
 
@@ -75,11 +85,22 @@ def test_cap_per_group_is_seeded_and_keeps_small_groups_whole():
 
 def test_every_audit_runs_through_the_command_into_one_report(trained_run, tmp_path):
     names = ["corruptions", "ood", "icon2", "fairness_indicators", "attention_iou", "linear_probe"]
-    cfg = compose_config("audit", [f"ckpt={trained_run}", "logger=csv", f"audits=[{','.join(names)}]",
-                                   "corruptions.corruptions=[contrast,gaussian_noise]", "corruptions.severities=[0,3]",
-                                   "ood.mutations=[yaw,zoom]", "icon2.n_bootstrap=20",
-                                   "fairness_indicators.ks=[5]", "fairness_indicators.n_bootstrap=20",
-                                   "attention_iou.n_bootstrap=20"], output_dir=tmp_path)
+    cfg = compose_config(
+        "audit",
+        [
+            f"ckpt={trained_run}",
+            "logger=csv",
+            f"audits=[{','.join(names)}]",
+            "corruptions.corruptions=[contrast,gaussian_noise]",
+            "corruptions.severities=[0,3]",
+            "ood.mutations=[yaw,zoom]",
+            "icon2.n_bootstrap=20",
+            "fairness_indicators.ks=[5]",
+            "fairness_indicators.n_bootstrap=20",
+            "attention_iou.n_bootstrap=20",
+        ],
+        output_dir=tmp_path,
+    )
     summary = audit(cfg)
     assert list(summary["audits"]) == names
     page = (tmp_path / "report.html").read_text()

@@ -58,7 +58,7 @@ def test_severity_zero_is_the_image_and_the_global_random_state_is_restored(imag
 
 
 def test_vectorised_glass_blur_is_bit_identical_to_the_reference_loop(image):
-    reference = _import_corruptions().glass_blur   # the library's loop, on the patched gaussian
+    reference = _import_corruptions().glass_blur  # the library's loop, on the patched gaussian
     for severity in range(1, 6):
         np.random.seed(severity)
         expected = np.uint8(reference(Image.fromarray(image), severity))
@@ -70,7 +70,7 @@ def test_the_library_is_patched_without_leaving_a_pkg_resources_stand_in():
     library = _import_corruptions()
     assert library.np.float_ is np.float64 and library.resource_filename(library.__name__, "./frost/frost1.png")
     module = sys.modules.get("pkg_resources")
-    assert module is None or hasattr(module, "working_set")   # the real one, if any
+    assert module is None or hasattr(module, "working_set")  # the real one, if any
 
 
 def test_bad_corruption_input_is_refused(image):
@@ -82,15 +82,18 @@ def test_bad_corruption_input_is_refused(image):
         corrupt(image[:20], "fog", 1, seed=0)
 
 
-@pytest.mark.parametrize(("key", "value", "match"), [
-    ("corruptions", ["contrast", "rain"], r"corruptions\.corruptions=.*'gaussian_noise'"),
-    ("corruptions", "contrast", r"corruptions\.corruptions="),
-    ("severities", [1, 6], r"corruptions\.severities="),
-    ("max_probes_per_group", 0, r"corruptions\.max_probes_per_group="),
-    ("gallery_images", 0, r"corruptions\.gallery_images="),
-    ("alpha", 1.5, r"corruptions\.alpha="),
-    ("severity", [1], r"corruptions.severity is not a setting; allowed"),
-])
+@pytest.mark.parametrize(
+    ("key", "value", "match"),
+    [
+        ("corruptions", ["contrast", "rain"], r"corruptions\.corruptions=.*'gaussian_noise'"),
+        ("corruptions", "contrast", r"corruptions\.corruptions="),
+        ("severities", [1, 6], r"corruptions\.severities="),
+        ("max_probes_per_group", 0, r"corruptions\.max_probes_per_group="),
+        ("gallery_images", 0, r"corruptions\.gallery_images="),
+        ("alpha", 1.5, r"corruptions\.alpha="),
+        ("severity", [1], r"corruptions.severity is not a setting; allowed"),
+    ],
+)
 def test_bad_settings_name_their_key(key, value, match):
     with pytest.raises(ValueError, match=match):
         corruptions.check_config({key: value})
@@ -113,8 +116,17 @@ class PixelModel:
 
 @functools.cache
 def _datamodule(root: str, difficulty: float) -> FaceDataModule:
-    table = functools.partial(synthetic_faces, root=root, n_identities=80, images_per_identity=10, image_size=32,
-                              split_fractions=(0.2, 0.2, 0.6), hard_group=1, difficulty=difficulty, seed=0)
+    table = functools.partial(
+        synthetic_faces,
+        root=root,
+        n_identities=80,
+        images_per_identity=10,
+        image_size=32,
+        split_fractions=(0.2, 0.2, 0.6),
+        hard_group=1,
+        difficulty=difficulty,
+        seed=0,
+    )
     datamodule = FaceDataModule(table, transforms={"image_size": 32, "resize": 32})
     datamodule.setup()
     return datamodule
@@ -122,8 +134,12 @@ def _datamodule(root: str, difficulty: float) -> FaceDataModule:
 
 def run_audit(cache_dir, difficulty: float, **settings):
     data = AuditData(_datamodule(str(cache_dir / "corruptions"), difficulty), "test", seed=0, batch_size=256)
-    config = {"corruptions": ["contrast", "gaussian_noise"], "severities": [0, 2, 4], "max_probes_per_group": 100,
-              **settings}
+    config = {
+        "corruptions": ["contrast", "gaussian_noise"],
+        "severities": [0, 2, 4],
+        "max_probes_per_group": 100,
+        **settings,
+    }
     return corruptions.audit(PixelModel(), data, config)
 
 
@@ -135,7 +151,8 @@ def test_hard_group_has_a_significantly_worse_noise_curve(cache_dir):
     assert tests.loc[("wilcoxon_rank_sum", "cosine", "pooled", "all"), "significant"]
     curves = result.tables["group_curves"]
     curve = curves[(curves["corruption"] == "gaussian_noise") & (curves["severity"] > 0)].pivot(
-        index="severity", columns="group", values="cosine_mean")
+        index="severity", columns="group", values="cosine_mean"
+    )
     assert (curve["g1"] < curve["g0"]).all()
     assert "cosine: g1 worse" in result.finding and "gaussian_noise" in result.finding
 
@@ -148,7 +165,7 @@ def test_no_significant_test_without_bias_and_clean_severity_is_consistent(cache
     clean = records[records["severity"] == 0]
     assert (clean["consistent"] == 1).all() and np.allclose(clean["cosine"], 1, atol=1e-5)
     assert (records[records["severity"] > 0]["consistent"] == 0).any()
-    assert set(tests["scope_value"]) == {"all", "contrast", "gaussian_noise", "2", "4"}   # severity 0: no tests
+    assert set(tests["scope_value"]) == {"all", "contrast", "gaussian_noise", "2", "4"}  # severity 0: no tests
     assert {"records", "group_curves", "tests", "odds_ratios", "extremes"} == set(result.tables)
     assert all(isinstance(figure, Figure) for figure in result.figures.values())
     assert set(result.figures) == {"severity_curves", "forest"}

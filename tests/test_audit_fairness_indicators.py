@@ -12,10 +12,21 @@ import torch
 from matplotlib.figure import Figure
 
 from fairnas.audits.base import AuditData
-from fairnas.audits.fairness_indicators import (DEFAULTS, _keep_identities, aggregate, association_rates,
-                                                attribute_precision, audit, check_config, identity_hit_rates,
-                                                identity_precision, label_association, nearest, split_identities,
-                                                top_predictions)
+from fairnas.audits.fairness_indicators import (
+    DEFAULTS,
+    _keep_identities,
+    aggregate,
+    association_rates,
+    attribute_precision,
+    audit,
+    check_config,
+    identity_hit_rates,
+    identity_precision,
+    label_association,
+    nearest,
+    split_identities,
+    top_predictions,
+)
 
 
 def grouped_identities(n_per_group=(40, 40), images=5, seed=0):
@@ -26,7 +37,7 @@ def grouped_identities(n_per_group=(40, 40), images=5, seed=0):
             identities += [f"g{group}_{i}"] * images
             groups += [group] * images
     rng = np.random.default_rng(seed)
-    order = rng.permutation(len(groups))            # rows of an identity need not be adjacent
+    order = rng.permutation(len(groups))  # rows of an identity need not be adjacent
     return np.array(identities)[order], np.array(groups)[order]
 
 
@@ -45,7 +56,7 @@ def test_query_and_database_halves_are_identity_disjoint_stratified_and_seeded()
 
 def test_identity_cap_keeps_whole_identities_per_group_and_drops_groups_outside_the_order():
     identities, groups = grouped_identities((6, 3))
-    groups = np.where(identities == "g0_0", -1, groups)            # one identity outside the group order
+    groups = np.where(identities == "g0_0", -1, groups)  # one identity outside the group order
     rows = _keep_identities(identities, groups, 2, seed=0)
     kept = pd.DataFrame({"identity": identities[rows], "group": groups[rows]})
     assert kept.groupby("group")["identity"].nunique().tolist() == [2, 2] and (kept["group"] >= 0).all()
@@ -60,24 +71,24 @@ def test_group_planted_in_a_coordinate_is_retrieved_with_precision_one():
     embeddings[:, 0] += torch.as_tensor(np.where(groups == 0, 3.0, -3.0), dtype=torch.float32)
     is_query = split_identities(identities, groups)
     for k in (10, 50):
-        precision = attribute_precision(embeddings[is_query], groups[is_query], embeddings[~is_query],
-                                        groups[~is_query], k)
+        precision = attribute_precision(
+            embeddings[is_query], groups[is_query], embeddings[~is_query], groups[~is_query], k
+        )
         assert precision.min() == 1.0
     table = aggregate(precision, groups[is_query], ["a", "b"])
     assert table["precision"].tolist() == [1.0, 1.0, 1.0] and table["gap"].iloc[1] == 0.0
 
 
 def test_random_embeddings_retrieve_the_base_rate_within_four_standard_errors():
-    identities, groups = grouped_identities((120, 280), images=5)     # base rates 0.3 and 0.7
+    identities, groups = grouped_identities((120, 280), images=5)  # base rates 0.3 and 0.7
     embeddings = torch.as_tensor(np.random.default_rng(1).normal(size=(len(groups), 32)), dtype=torch.float32)
     is_query = split_identities(identities, groups)
     k = 10
-    precision = attribute_precision(embeddings[is_query], groups[is_query], embeddings[~is_query],
-                                    groups[~is_query], k)
+    precision = attribute_precision(embeddings[is_query], groups[is_query], embeddings[~is_query], groups[~is_query], k)
     for group in (0, 1):
         base = (groups[~is_query] == group).mean()
         n = (groups[is_query] == group).sum()
-        se = np.sqrt(base * (1 - base) / (n * k))           # binomial s.e. of the mean of n * K draws
+        se = np.sqrt(base * (1 - base) / (n * k))  # binomial s.e. of the mean of n * K draws
         assert abs(precision[groups[is_query] == group].mean() - base) < 4 * se
 
 
@@ -98,7 +109,7 @@ def on_circle(degrees) -> torch.Tensor:
 
 def test_identity_precision_is_over_min_k_and_the_identitys_other_images():
     embeddings = on_circle([0, 10, 25, 33, 100, 180])
-    identities = np.array(["A", "A", "A", "B", "B", "C"])     # C has no other image: left out (NaN)
+    identities = np.array(["A", "A", "A", "B", "B", "C"])  # C has no other image: left out (NaN)
     expected = {1: [1, 1, 0, 0, 1], 2: [1, 1, 0.5, 0, 1], 3: [1, 1, 1, 0, 1], 4: [1, 1, 1, 1, 1]}
     for k, values in expected.items():
         precision = identity_precision(embeddings, identities, k)
@@ -108,10 +119,14 @@ def test_identity_precision_is_over_min_k_and_the_identitys_other_images():
 
 
 def test_label_association_counts_wrong_identities_of_the_same_and_other_groups():
-    scores = torch.tensor([[0.9, 0.8, 0.7, 0.2],      # identity 0 (group 0)
-                           [0.6, 0.1, 0.3, 0.5]])     # identity 2 (group 1)
+    scores = torch.tensor(
+        [
+            [0.9, 0.8, 0.7, 0.2],  # identity 0 (group 0)
+            [0.6, 0.1, 0.3, 0.5],
+        ]
+    )  # identity 2 (group 1)
     top_scores, top_labels = top_predictions(scores)
-    assert top_labels.tolist() == [[0, 1, 2, 3], [0, 3, 2, 1]]   # 4 templates: top-5 is top-4
+    assert top_labels.tolist() == [[0, 1, 2, 3], [0, 3, 2, 1]]  # 4 templates: top-5 is top-4
     truth, template_groups, probe_groups = np.array([0, 2]), np.array([0, 0, 1, 1]), np.array([0, 1])
     every = label_association(top_scores, top_labels, truth, template_groups, probe_groups)
     assert every[["n_same", "n_other"]].to_numpy().tolist() == [[1, 2], [1, 2]]
@@ -134,8 +149,8 @@ def test_hit_rates_count_each_identity_once_with_a_seeded_bootstrap():
     groups = np.array([0, 0, 0, 0, 0, 1, 1, 1, 1])
     table, gap = identity_hit_rates(hits, identities, groups, ["g0", "g1"], n_bootstrap=50, seed=0)
     table = table.set_index("group")
-    assert table["identity_averaged"].tolist() == [0.5, 0.25]        # (1 + 0) / 2 and (0.5 + 0) / 2
-    assert table["image_averaged"].tolist() == [0.8, 0.25]           # 4 / 5 and 1 / 4
+    assert table["identity_averaged"].tolist() == [0.5, 0.25]  # (1 + 0) / 2 and (0.5 + 0) / 2
+    assert table["image_averaged"].tolist() == [0.8, 0.25]  # 4 / 5 and 1 / 4
     assert table["n_identities"].tolist() == [2, 2] and table["n_probes"].tolist() == [5, 4]
     assert (table["ci_low"] <= table["identity_averaged"]).all()
     assert (table["identity_averaged"] <= table["ci_high"]).all()
@@ -151,18 +166,25 @@ def test_aggregate_reports_intersectional_subgroups_and_their_gap():
     groups = np.array([0, 0, 1, 1, 1])
     table = aggregate(values, groups, ["a", "b"], {"occluder": np.array(["hat", "none", "hat", "hat", "none"])})
     sub = table[table["partition"] == "group x occluder"].set_index(["group", "subgroup"])
-    assert sub["precision"].drop(("b", "none")).to_dict() == {("a", "hat"): 1.0, ("a", "none"): 0.0,
-                                                               ("b", "hat"): 0.75}
+    assert sub["precision"].drop(("b", "none")).to_dict() == {("a", "hat"): 1.0, ("a", "none"): 0.0, ("b", "hat"): 0.75}
     assert sub["n_queries"].tolist() == [1, 1, 2, 0] and np.isnan(sub["precision"].loc[("b", "none")])
-    assert (sub["gap"] == 1.0).all()                  # NaN means are left out of the gap
+    assert (sub["gap"] == 1.0).all()  # NaN means are left out of the gap
     assert table.set_index("partition").loc["all", "precision"] == pytest.approx(2.5 / 4)
 
 
-@pytest.mark.parametrize("overrides, key", [
-    ({"ks": [0, 10]}, "ks"), ({"ks": 10}, "ks"), ({"subgroups": ["identity"]}, "subgroups"),
-    ({"threshold": 1.5}, "threshold"), ({"sweep": 1}, "sweep"), ({"sweep": [0.2, 3]}, "sweep"),
-    ({"n_bootstrap": 0}, "n_bootstrap"), ({"max_probes_per_group": -1}, "max_probes_per_group"),
-])
+@pytest.mark.parametrize(
+    "overrides, key",
+    [
+        ({"ks": [0, 10]}, "ks"),
+        ({"ks": 10}, "ks"),
+        ({"subgroups": ["identity"]}, "subgroups"),
+        ({"threshold": 1.5}, "threshold"),
+        ({"sweep": 1}, "sweep"),
+        ({"sweep": [0.2, 3]}, "sweep"),
+        ({"n_bootstrap": 0}, "n_bootstrap"),
+        ({"max_probes_per_group": -1}, "max_probes_per_group"),
+    ],
+)
 def test_bad_settings_are_named(overrides, key):
     with pytest.raises(ValueError, match=rf"fairness_indicators\.{key}="):
         check_config(overrides)
@@ -199,7 +221,7 @@ def test_audit_end_to_end_on_tiny_synthetic_faces(tiny_config):
     assert all(isinstance(figure, Figure) for figure in result.figures.values())
     attribute = result.tables["attribute_retrieval"]
     n_database = len(data.frame) - result.summary["n_queries"]
-    assert attribute.loc[attribute["k"] == 50, "k_used"].eq(n_database).all()      # K > database: clipped
+    assert attribute.loc[attribute["k"] == 50, "k_used"].eq(n_database).all()  # K > database: clipped
     clipped = attribute[(attribute["k"] == 50) & (attribute["partition"] == "group")]
     assert clipped["precision"].to_numpy() == pytest.approx(clipped["base_rate"].to_numpy())
     assert any("clipped" in note for note in result.summary["notes"])

@@ -14,8 +14,17 @@ import torch.nn.functional as F
 from omegaconf import OmegaConf
 
 from fairnas.audits.base import AuditData
-from fairnas.audits.icon2 import (analyse, audit, cell_sums, check_config, discretise, explanatory_columns,
-                                  icon2_statistics, identity_bootstrap, probe_performance)
+from fairnas.audits.icon2 import (
+    analyse,
+    audit,
+    cell_sums,
+    check_config,
+    discretise,
+    explanatory_columns,
+    icon2_statistics,
+    identity_bootstrap,
+    probe_performance,
+)
 from fairnas.data import FaceDataModule, read_generic
 from fairnas.data.synthetic.identities import sample_identities
 from fairnas.data.synthetic.rendering import render_face, sample_conditions
@@ -29,12 +38,14 @@ from fairnas.data.synthetic.spec import SyntheticFaceSpec
 # Proxy_a = 4/6 * 1 + 2/6 * 1/3 = 7/9; Proxy_b = 2/6 * 1 + 4/6 * 1/3 = 5/9.
 # Cells: M_{a,x} = 1, M_{b,x} = 1; M_{a,y} = 1/2, M_{b,y} = 1/4.
 # ---------------------------------------------------------------------------------------------------------------
-SMALL = pd.DataFrame({
-    "identity": ["a1", "a1", "a2", "a2", "a3", "a3", "b1", "b1", "b2", "b2", "b3", "b3"],
-    "group": ["a"] * 6 + ["b"] * 6,
-    "E": ["x", "x", "x", "x", "y", "y", "x", "x", "y", "y", "y", "y"],
-    "performance": [1, 1, 1, 1, 0, 1, 1, 1, 0, 0, 0, 1],
-})
+SMALL = pd.DataFrame(
+    {
+        "identity": ["a1", "a1", "a2", "a2", "a3", "a3", "b1", "b1", "b2", "b2", "b3", "b3"],
+        "group": ["a"] * 6 + ["b"] * 6,
+        "E": ["x", "x", "x", "x", "y", "y", "x", "x", "y", "y", "y", "y"],
+        "performance": [1, 1, 1, 1, 0, 1, 1, 1, 0, 0, 0, 1],
+    }
+)
 
 
 def _sd(values, ddof):
@@ -46,8 +57,8 @@ def _sd(values, ddof):
 def test_formulas_match_hand_computed_numbers(ddof):
     result = analyse(SMALL, SMALL[["E"]], ["a", "b"], ddof=ddof, min_cell=1, n_bootstrap=0)
     row = result.ranking.iloc[0]
-    sigma_groups = _sd([5 / 6, 3 / 6], ddof)                       # |5/6 - 3/6| / 2 (ddof 0), / sqrt 2 (ddof 1)
-    mu = (_sd([1, 1], ddof) + _sd([1 / 2, 1 / 4], ddof)) / 2      # value x: 0, value y: |1/2 - 1/4| * c
+    sigma_groups = _sd([5 / 6, 3 / 6], ddof)  # |5/6 - 3/6| / 2 (ddof 0), / sqrt 2 (ddof 1)
+    mu = (_sd([1, 1], ddof) + _sd([1 / 2, 1 / 4], ddof)) / 2  # value x: 0, value y: |1/2 - 1/4| * c
     assert result.group == pytest.approx({"a": 5 / 6, "b": 3 / 6})
     assert result.sigma_groups == pytest.approx(sigma_groups)
     assert row["proxy_a"] == pytest.approx(7 / 9) and row["proxy_b"] == pytest.approx(5 / 9)
@@ -56,7 +67,7 @@ def test_formulas_match_hand_computed_numbers(ddof):
     assert row["delta"] == pytest.approx(sigma_groups - mu)
     assert row["reduction_pct"] == pytest.approx(100 * (sigma_groups - mu) / sigma_groups)  # 62.5% either ddof
     assert row["skipped_cells"] == 0 and row["skipped_values"] == 0
-    assert np.isnan(row["delta_ci_low"])                            # no bootstrap, no interval
+    assert np.isnan(row["delta_ci_low"])  # no bootstrap, no interval
     cells = result.cells.set_index(["value", "group"])
     assert cells.loc[("y", "a"), "performance"] == pytest.approx(0.5)
     assert cells.loc[("y", "b"), ["n", "share"]].tolist() == pytest.approx([4, 4 / 6])
@@ -92,8 +103,9 @@ def test_statistics_broadcast_over_bootstrap_axes_and_three_groups():
     sums = np.array([[[2, 1], [1, 0], [3, 1]]], float)
     stats = icon2_statistics(np.repeat(counts, 3, axis=0), np.repeat(sums, 3, axis=0), ddof=0, min_cell=1)
     value = np.array([6 / 6, 2 / 6])
-    proxy = np.array([0.5 * value[0] + 0.5 * value[1], 0.25 * value[0] + 0.75 * value[1],
-                      0.75 * value[0] + 0.25 * value[1]])
+    proxy = np.array(
+        [0.5 * value[0] + 0.5 * value[1], 0.25 * value[0] + 0.75 * value[1], 0.75 * value[0] + 0.25 * value[1]]
+    )
     assert stats["sigma_proxy"].shape == (3,)
     assert stats["proxy"][0] == pytest.approx(proxy) and stats["sigma_proxy"][0] == pytest.approx(np.std(proxy))
     assert stats["controlled"][0] == pytest.approx([0.0, np.std([0.5, 0.0, 1.0])])
@@ -108,7 +120,7 @@ def test_cell_sums_and_identity_bootstrap_keep_group_sizes():
     weights = identity_bootstrap(identities, groups, 50, seed=3)
     assert weights.shape == (50, 7)
     assert (weights[:, 0] == weights[:, 1]).all() and (weights[:, 4] == weights[:, 5]).all()  # whole identities
-    per_identity_a = weights[:, [0, 2, 3]].sum(axis=1)                                         # p, q, r
+    per_identity_a = weights[:, [0, 2, 3]].sum(axis=1)  # p, q, r
     assert (per_identity_a == 3).all() and (weights[:, [4, 6]].sum(axis=1) == 2).all()
     assert (identity_bootstrap(identities, groups, 50, seed=3) == weights).all()
 
@@ -117,7 +129,7 @@ def test_discretise_bins_numeric_columns_and_keeps_few_values_categorical():
     values, kind = discretise(pd.Series(np.arange(100, dtype=float)), bins=4)
     assert kind == "binned" and len(values.categories) == 4
     assert np.bincount(values.codes).tolist() == [25, 25, 25, 25]
-    values, kind = discretise(pd.Series([0, 1, 1, 0, 1]), bins=4)            # CelebA-style 0/1: categorical
+    values, kind = discretise(pd.Series([0, 1, 1, 0, 1]), bins=4)  # CelebA-style 0/1: categorical
     assert kind == "categorical" and list(values.categories) == ["0", "1"]
     values, kind = discretise(pd.Series(["hat", None, "none", "hat"]), bins=4)
     assert list(values.categories) == ["hat", "none", "missing"] and values[1] == "missing"
@@ -138,16 +150,19 @@ def test_explanatory_columns_exclude_reserved_and_check_names():
         explanatory_columns(frame, "Male", ["Hat"])
 
 
-@pytest.mark.parametrize(("override", "message"), [
-    ({"metric": "accuracy"}, r"icon2\.metric='accuracy' must be one of \['correct', 'rank', 'reciprocal_rank'\]"),
-    ({"bins": 1}, r"icon2\.bins=1 must be an integer >= 2"),
-    ({"ddof": 2}, r"icon2\.ddof=2 must be 0"),
-    ({"min_cell": 0}, r"icon2\.min_cell=0"),
-    ({"n_bootstrap": -1}, r"icon2\.n_bootstrap=-1"),
-    ({"max_probes_per_group": 0}, r"icon2\.max_probes_per_group=0"),
-    ({"attributes": "occluder"}, r"icon2\.attributes='occluder' must be null"),
-    ({"bin": 3}, r"icon2\.bin is not a setting"),
-])
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ({"metric": "accuracy"}, r"icon2\.metric='accuracy' must be one of \['correct', 'rank', 'reciprocal_rank'\]"),
+        ({"bins": 1}, r"icon2\.bins=1 must be an integer >= 2"),
+        ({"ddof": 2}, r"icon2\.ddof=2 must be 0"),
+        ({"min_cell": 0}, r"icon2\.min_cell=0"),
+        ({"n_bootstrap": -1}, r"icon2\.n_bootstrap=-1"),
+        ({"max_probes_per_group": 0}, r"icon2\.max_probes_per_group=0"),
+        ({"attributes": "occluder"}, r"icon2\.attributes='occluder' must be null"),
+        ({"bin": 3}, r"icon2\.bin is not a setting"),
+    ],
+)
 def test_check_config_names_the_bad_key(override, message):
     check_config(OmegaConf.create({}))
     with pytest.raises(ValueError, match=message):
@@ -157,7 +172,7 @@ def test_check_config_names_the_bad_key(override, message):
 # ---------------------------------------------------------------------------------------------------------------
 # Planted confounders, end to end: synthetic faces written in the generic format, identified by raw pixels.
 # ---------------------------------------------------------------------------------------------------------------
-TEST_IDENTITIES, IMAGES, SIZE = 24, 6, 32       # per group; image 0 of each identity is its gallery image
+TEST_IDENTITIES, IMAGES, SIZE = 24, 6, 32  # per group; image 0 of each identity is its gallery image
 
 
 class PixelModel:
@@ -167,7 +182,7 @@ class PixelModel:
     device = torch.device("cpu")
 
     def embed(self, images: torch.Tensor) -> torch.Tensor:
-        return F.normalize(images[:, :, :images.shape[2] // 2].flatten(1), dim=1)
+        return F.normalize(images[:, :, : images.shape[2] // 2].flatten(1), dim=1)
 
 
 def write_planted(root, hat_share: dict[str, float], seed: int = 0):
@@ -176,30 +191,46 @@ def write_planted(root, hat_share: dict[str, float], seed: int = 0):
     illumination. Gallery, train and val images are hat-free; pose, background and clothing are fixed, so the
     pixel model identifies hat-free probes almost perfectly."""
     spec = SyntheticFaceSpec(n_identities=6 * (TEST_IDENTITIES + 2), image_size=SIZE, seed=seed)
-    faces = [p for p in sample_identities(spec) if p.group == 1]   # one face distribution: equally hard groups
+    faces = [p for p in sample_identities(spec) if p.group == 1]  # one face distribution: equally hard groups
     rng = np.random.default_rng(seed)
     rows = []
     for g, group in enumerate(("g0", "g1")):
-        people = faces[g::2][:TEST_IDENTITIES + 2]
+        people = faces[g::2][: TEST_IDENTITIES + 2]
         splits = ["train", "val"] + ["test"] * TEST_IDENTITIES
         n_probes = TEST_IDENTITIES * (IMAGES - 1)
-        hats = set(rng.permutation(n_probes)[:round(hat_share[group] * n_probes)].tolist())
+        hats = set(rng.permutation(n_probes)[: round(hat_share[group] * n_probes)].tolist())
         probe = 0
-        for person, split in zip(people, splits):
+        for person, split in zip(people, splits, strict=False):
             for k in range(IMAGES if split == "test" else 2):
                 occluder = "none"
                 if split == "test" and k > 0:
                     occluder = "hat" if probe in hats else "none"
                     probe += 1
                 conditions = dataclasses.replace(
-                    sample_conditions(spec, 1, rng), yaw=0.0, roll=0.0, scale=1.0, light_gradient=0.0, noise=0.01,
-                    background=(128, 128, 128), clothing=(90, 90, 90), illumination=float(rng.uniform(0.95, 1.05)),
-                    occluder=occluder)
+                    sample_conditions(spec, 1, rng),
+                    yaw=0.0,
+                    roll=0.0,
+                    scale=1.0,
+                    light_gradient=0.0,
+                    noise=0.01,
+                    background=(128, 128, 128),
+                    clothing=(90, 90, 90),
+                    illumination=float(rng.uniform(0.95, 1.05)),
+                    occluder=occluder,
+                )
                 path = f"images/{person.name}_{k}.png"
                 (root / "images").mkdir(parents=True, exist_ok=True)
                 render_face(person.parameters, conditions, SIZE, rng).save(root / path)
-                rows.append({"path": path, "identity": person.name, "split": split, "group": group,
-                             "occluder": occluder, "illumination": round(conditions.illumination, 4)})
+                rows.append(
+                    {
+                        "path": path,
+                        "identity": person.name,
+                        "split": split,
+                        "group": group,
+                        "occluder": occluder,
+                        "illumination": round(conditions.illumination, 4),
+                    }
+                )
     pd.DataFrame(rows).to_csv(root / "metadata.csv", index=False)
 
 
@@ -259,6 +290,6 @@ def test_nuisance_independent_of_the_group_has_no_proxy_disparity(tmp_path):
     row = result.tables["ranking"].iloc[0]
     cells = result.tables["cells"]
     hat, none = (cells[(cells["value"] == v)]["value_performance"].iloc[0] for v in ("hat", "none"))
-    assert none - hat > 0.2                                          # hats do hurt
+    assert none - hat > 0.2  # hats do hurt
     assert row["sigma_proxy"] == pytest.approx(0.0, abs=1e-12)
-    assert "nan" not in result.finding and "95% CI" not in result.finding   # no bootstrap: no interval
+    assert "nan" not in result.finding and "95% CI" not in result.finding  # no bootstrap: no interval

@@ -22,14 +22,23 @@ from fairnas.audits.base import AuditData
 from fairnas.data import FaceDataModule
 from fairnas.data.sources import synthetic_faces
 from fairnas.data.synthetic import SyntheticFaceSpec, render_synthetic_faces
-from fairnas.data.synthetic.mutations import (ID, OOD, Mutation, MutationPlanner, SyntheticSource, TrainingRanges,
-                                              settings_from, transform_image)
+from fairnas.data.synthetic.mutations import (
+    ID,
+    OOD,
+    Mutation,
+    MutationPlanner,
+    SyntheticSource,
+    TrainingRanges,
+    settings_from,
+    transform_image,
+)
 from fairnas.data.table import read_generic
 
 TRANSFORMS = {"image_size": 32, "resize": 36}
 # Nearly frontal training faces: the data set's yaw range is what the model was "fit" on.
-FRONTAL = dict(n_identities=40, images_per_identity=6, image_size=32, split_fractions=(0.4, 0.1, 0.5),
-               max_yaw_deg=3.0, seed=5)
+FRONTAL = dict(
+    n_identities=40, images_per_identity=6, image_size=32, split_fractions=(0.4, 0.1, 0.5), max_yaw_deg=3.0, seed=5
+)
 
 
 class PixelModel:
@@ -57,8 +66,9 @@ def audit_data(root, **spec) -> AuditData:
 
 
 def config(**options):
-    return OmegaConf.create({"mutations": "all", "max_probes_per_group": None, "gallery_images": 1, "alpha": 0.05,
-                             **options})
+    return OmegaConf.create(
+        {"mutations": "all", "max_probes_per_group": None, "gallery_images": 1, "alpha": 0.05, **options}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +77,9 @@ def frontal(tmp_path_factory) -> AuditData:
 
 
 def test_rerendering_without_overrides_reproduces_every_file(tmp_path):
-    spec = SyntheticFaceSpec(n_identities=8, images_per_identity=3, image_size=32, glasses_prob=0.3, hat_prob=0.3,
-                             seed=2)
+    spec = SyntheticFaceSpec(
+        n_identities=8, images_per_identity=3, image_size=32, glasses_prob=0.3, hat_prob=0.3, seed=2
+    )
     root = render_synthetic_faces(spec, tmp_path)
     source = SyntheticSource.load(root)
     metadata = pd.read_csv(root / "metadata.csv")
@@ -88,8 +99,15 @@ def test_rerendering_without_overrides_reproduces_every_file(tmp_path):
 
 
 def test_id_and_ood_values_follow_the_training_metadata():
-    train = pd.DataFrame({"yaw": [-20.0, 5.0, 18.0], "roll": [-3.0, 0.0, 4.0], "scale": [0.9, 1.0, 1.05],
-                          "illumination": [0.7, 1.0, 1.2], "occluder": ["none", "glasses", "hat"]})
+    train = pd.DataFrame(
+        {
+            "yaw": [-20.0, 5.0, 18.0],
+            "roll": [-3.0, 0.0, 4.0],
+            "scale": [0.9, 1.0, 1.05],
+            "illumination": [0.7, 1.0, 1.2],
+            "occluder": ["none", "glasses", "hat"],
+        }
+    )
     ranges = TrainingRanges.from_frame(train)
     assert ranges.continuous["yaw"] == (-20.0, 18.0)
     assert ranges.as_dict()["occluders"] == {"none": ID, "glasses": ID, "hat": ID, "glasses+hat": OOD}
@@ -106,8 +124,9 @@ def test_id_and_ood_values_follow_the_training_metadata():
     # Training that always shows glasses: removing them is out of distribution (the data decides).
     always_glasses = TrainingRanges.from_frame(train.assign(occluder="glasses"))
     assert always_glasses.occluder_distribution("none") == OOD and always_glasses.occluder_distribution("glasses") == ID
-    rotation = MutationPlanner(ranges, settings_from({"rotation_deg": [5, 25]})).draw("rotation", {},
-                                                                                       np.random.default_rng(1))
+    rotation = MutationPlanner(ranges, settings_from({"rotation_deg": [5, 25]})).draw(
+        "rotation", {}, np.random.default_rng(1)
+    )
     assert abs(rotation[0].value) <= 5 and abs(rotation[1].value) == 25 and rotation[1].distribution == OOD
 
 
@@ -154,9 +173,19 @@ def test_a_model_fit_on_frontal_faces_flips_more_out_of_distribution(frontal):
 
 def test_fisher_tests_and_holm_correction_match_scipy_and_statsmodels():
     counts = {"g0": (3, 40), "g1": (12, 40), "g2": (20, 50)}
-    rows = [{"mutation": "yaw", "distribution": distribution, "oracle": "metamorphic", "group": group,
-             "inputs": n, "violations": k + shift, "error_rate": (k + shift) / n}
-            for distribution, shift in ((ID, 0), (OOD, 5)) for group, (k, n) in counts.items()]
+    rows = [
+        {
+            "mutation": "yaw",
+            "distribution": distribution,
+            "oracle": "metamorphic",
+            "group": group,
+            "inputs": n,
+            "violations": k + shift,
+            "error_rate": (k + shift) / n,
+        }
+        for distribution, shift in ((ID, 0), (OOD, 5))
+        for group, (k, n) in counts.items()
+    ]
     tests = ood.fisher_tests(pd.DataFrame(rows), ["g0", "g1", "g2"], alpha=0.05)
     assert len(tests) == 2 * 3
     expected = []
@@ -168,8 +197,14 @@ def test_fisher_tests_and_holm_correction_match_scipy_and_statsmodels():
     reject, p_holm, _, _ = multipletests(expected, alpha=0.05, method="holm")
     assert tests["p_holm"].to_numpy() == pytest.approx(p_holm) and (tests["significant"] == reject).all()
     # Eq. 5 with two groups: the worse one is flagged however small the gap
-    records = pd.DataFrame({"group": ["g0"] * 100 + ["g1"] * 100, "mutation": "yaw", "distribution": OOD,
-                            **{o: [False] * 100 + [False] * 99 + [True] for o in ood.ORACLES}})
+    records = pd.DataFrame(
+        {
+            "group": ["g0"] * 100 + ["g1"] * 100,
+            "mutation": "yaw",
+            "distribution": OOD,
+            **{o: [False] * 100 + [False] * 99 + [True] for o in ood.ORACLES},
+        }
+    )
     rates = ood.rate_table(records, ["g0", "g1"], ["yaw"]).query("oracle == 'metamorphic'").set_index("group")
     assert rates.loc["g1", "eq5_violation"] and not rates.loc["g0", "eq5_violation"]
     assert ood.fisher_tests(ood.rate_table(records, ["g0", "g1"], ["yaw"]), ["g0", "g1"], 0.05)["p_holm"].min() == 1

@@ -22,11 +22,23 @@ def _page(folder, *, rows: int = 3, finding: str = "group g1 is served worse"):
     figure.subplots().bar([0, 1], [1, 2], color="#1f77b4")
     figure.savefig(folder / "bars.png")
     pd.DataFrame({"group": [f"g{i}" for i in range(rows)], "error": np.linspace(0, 1, rows)}).to_csv(
-        folder / "rates.csv", index=False)
-    section = Section("corruptions", "ImageNet-C corruptions", finding, {"rates": folder / "rates.csv"},
-                      {"bars": folder / "bars.png"}, 12.0)
-    return write_report(folder / "report.html", title="audit <of> run", header={"split": "test"},
-                        sections=[section], config_yaml="seed: 0\n")
+        folder / "rates.csv", index=False
+    )
+    section = Section(
+        "corruptions",
+        "ImageNet-C corruptions",
+        finding,
+        {"rates": folder / "rates.csv"},
+        {"bars": folder / "bars.png"},
+        12.0,
+    )
+    return write_report(
+        folder / "report.html",
+        title="audit <of> run",
+        header={"split": "test"},
+        sections=[section],
+        config_yaml="seed: 0\n",
+    )
 
 
 def test_report_embeds_figures_and_escapes_text(tmp_path):
@@ -34,16 +46,31 @@ def test_report_embeds_figures_and_escapes_text(tmp_path):
     assert page.count("data:image/png;base64,") == 1
     assert "a &lt; b &amp; c" in page and "audit &lt;of&gt; run" in page
     assert f"first {MAX_TABLE_ROWS} of {MAX_TABLE_ROWS + 5} rows; full table: rates.csv" in page
-    assert page.count("<tr>") == 1 + MAX_TABLE_ROWS           # the page header row, then the shown rows
+    assert page.count("<tr>") == 1 + MAX_TABLE_ROWS  # the page header row, then the shown rows
     assert "http" not in page.lower().replace("http-equiv", "")  # nothing is fetched from elsewhere
 
 
 def _screenshot(page, folder) -> np.ndarray:
     shot = folder / "shot.png"
-    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                    "--disable-component-update", "--disable-sync", "--no-first-run",
-                    f"--user-data-dir={folder / 'profile'}", "--window-size=1000,1400", f"--screenshot={shot}",
-                    page.as_uri()], check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={folder / 'profile'}",
+            "--window-size=1000,1400",
+            f"--screenshot={shot}",
+            page.as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     return np.asarray(Image.open(shot).convert("RGB")).astype(int)
 
 
@@ -59,5 +86,5 @@ def test_figures_render_in_headless_chromium(tmp_path):
     def blue_pixels(shot):
         return int((np.abs(shot - BAR_BLUE).max(axis=2) < 10).sum())
 
-    assert blue_pixels(good) > 20_000       # the two bars, drawn by the browser from the embedded PNG
-    assert blue_pixels(broken) == 0         # control: an image the browser cannot decode shows no bars
+    assert blue_pixels(good) > 20_000  # the two bars, drawn by the browser from the embedded PNG
+    assert blue_pixels(broken) == 0  # control: an image the browser cannot decode shows no bars

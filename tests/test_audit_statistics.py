@@ -7,8 +7,16 @@ import pandas as pd
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-from fairnas.audits.statistics import (KRUSKAL, WILCOXON, group_tests, holm, mean_se, odds_ratios, scoped_tests,
-                                       unit_means)
+from fairnas.audits.statistics import (
+    KRUSKAL,
+    WILCOXON,
+    group_tests,
+    holm,
+    mean_se,
+    odds_ratios,
+    scoped_tests,
+    unit_means,
+)
 
 CELLS = [(c, s) for c in ("blur", "noise") for s in (1, 2)]
 
@@ -21,16 +29,24 @@ def records(shift: float = 0.0, n_units: int = 60, seed: int = 0, groups=("a", "
         group = groups[unit % len(groups)]
         for corruption, severity in CELLS:
             score = rng.normal() + (shift if group == groups[-1] else 0.0)
-            rows.append({"unit": unit, "group": group, "corruption": corruption, "severity": severity,
-                         "score": score, "hit": int(score > 0)})
+            rows.append(
+                {
+                    "unit": unit,
+                    "group": group,
+                    "corruption": corruption,
+                    "severity": severity,
+                    "score": score,
+                    "hit": int(score > 0),
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def test_identical_groups_give_no_significant_test():
     tests = scoped_tests(records(), ["score", "hit"], ["a", "b"], unit="unit", scopes=("corruption", "severity"))
-    assert len(tests) == 2 * (1 + 2 + 2) * 2          # metrics x scopes x (Kruskal-Wallis + one pair)
+    assert len(tests) == 2 * (1 + 2 + 2) * 2  # metrics x scopes x (Kruskal-Wallis + one pair)
     assert set(tests["test"]) == {KRUSKAL, WILCOXON} and not tests["significant"].any()
-    assert (tests["n"][tests["scope"] == "pooled"] == 120).all()   # per-unit means: one value per unit
+    assert (tests["n"][tests["scope"] == "pooled"] == 120).all()  # per-unit means: one value per unit
 
 
 def test_shifted_group_is_significant_and_named_worse():
@@ -41,8 +57,14 @@ def test_shifted_group_is_significant_and_named_worse():
 
 
 def test_holm_adjustment_is_statsmodels_multipletests_over_the_whole_table():
-    tests = scoped_tests(records(shift=-0.3, seed=1), ["score", "hit"], ["a", "b"], unit="unit",
-                         scopes=("corruption", "severity"), alpha=0.05)
+    tests = scoped_tests(
+        records(shift=-0.3, seed=1),
+        ["score", "hit"],
+        ["a", "b"],
+        unit="unit",
+        scopes=("corruption", "severity"),
+        alpha=0.05,
+    )
     reject, adjusted = multipletests(tests["p"], alpha=0.05, method="holm")[:2]
     np.testing.assert_allclose(tests["p_holm"], adjusted)
     assert ((tests["p_holm"] < 0.05) == reject).all()
@@ -91,14 +113,22 @@ def planted_logit(log_or: float, n_units: int = 400, seed: int = 3) -> pd.DataFr
         group, unit_effect = ("a", "b")[unit % 2], rng.normal(scale=0.5)
         for cell in CELLS:
             logit = cell_effect[cell] + unit_effect + (log_or if group == "b" else 0.0)
-            rows.append({"unit": unit, "group": group, "corruption": cell[0], "severity": cell[1],
-                         "hit": int(rng.random() < 1 / (1 + np.exp(-logit)))})
+            rows.append(
+                {
+                    "unit": unit,
+                    "group": group,
+                    "corruption": cell[0],
+                    "severity": cell[1],
+                    "hit": int(rng.random() < 1 / (1 + np.exp(-logit))),
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def test_odds_ratio_of_a_planted_logistic_effect_is_recovered_within_its_ci():
-    ratios = odds_ratios(planted_logit(np.log(0.5)), "hit", ["a", "b"], cluster="unit",
-                         fixed=("corruption", "severity"))
+    ratios = odds_ratios(
+        planted_logit(np.log(0.5)), "hit", ["a", "b"], cluster="unit", fixed=("corruption", "severity")
+    )
     row = ratios.iloc[0]
     assert (row["group"], row["reference"], row["note"]) == ("b", "a", "")
     assert row["ci_low"] < 0.5 < row["ci_high"] and row["ci_high"] < 1 and row["p"] < 0.05
@@ -109,16 +139,23 @@ def test_odds_ratio_of_a_planted_logistic_effect_is_recovered_within_its_ci():
 
 def test_odds_ratios_drop_constant_cells_and_report_separation_with_a_reason():
     frame = planted_logit(np.log(0.5))
-    constant_cell = pd.DataFrame({"unit": range(400), "group": ["a", "b"] * 200, "corruption": "fog",
-                                  "severity": 1, "hit": 1})
-    ratios = odds_ratios(pd.concat([frame, constant_cell]), "hit", ["a", "b"], cluster="unit",
-                         fixed=("corruption", "severity"))
+    constant_cell = pd.DataFrame(
+        {"unit": range(400), "group": ["a", "b"] * 200, "corruption": "fog", "severity": 1, "hit": 1}
+    )
+    ratios = odds_ratios(
+        pd.concat([frame, constant_cell]), "hit", ["a", "b"], cluster="unit", fixed=("corruption", "severity")
+    )
     assert ratios.iloc[0]["n"] == 1600 and ratios.iloc[0]["note"] == ""
     separated = frame.assign(hit=np.where(frame["group"] == "b", 1, frame["hit"]))
     row = odds_ratios(separated, "hit", ["a", "b"], cluster="unit", fixed=("corruption", "severity")).iloc[0]
     assert np.isnan(row["odds_ratio"]) and "perfect separation" in row["note"]
     row = odds_ratios(frame.assign(hit=0), "hit", ["a", "b"], cluster="unit", fixed=("corruption",)).iloc[0]
     assert np.isnan(row["odds_ratio"]) and "constant within every cell" in row["note"]
-    three = odds_ratios(frame.assign(group=np.where(frame["unit"] % 3 == 0, "c", frame["group"])), "hit",
-                        ["a", "b", "c"], cluster="unit", fixed=("corruption", "severity"))
+    three = odds_ratios(
+        frame.assign(group=np.where(frame["unit"] % 3 == 0, "c", frame["group"])),
+        "hit",
+        ["a", "b", "c"],
+        cluster="unit",
+        fixed=("corruption", "severity"),
+    )
     assert list(three["group"]) == ["b", "c"] and three["odds_ratio"].notna().all()

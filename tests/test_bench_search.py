@@ -83,12 +83,14 @@ def test_summary_reads_hypervolume_at_the_budget_and_the_budget_to_reach_random(
     curve = lambda method, seed, consumed, volume: pd.DataFrame(  # noqa: E731
         {"method": method, "seed": seed, "consumed_budget": consumed, "hypervolume": volume, "run_wall_time_s": 1.0}
     )
-    runs = pd.concat([
-        curve("random", 0, [8, 16], [1.0, 2.0]),
-        curve("random", 1, [8, 16], [3.0, 4.0]),
-        curve("smac", 0, [4, 10, 17], [2.0, 3.5, 9.0]),  # the trial ending at 17 is past the budget
-        curve("smac", 1, [4, 16], [0.5, 1.0]),
-    ])
+    runs = pd.concat(
+        [
+            curve("random", 0, [8, 16], [1.0, 2.0]),
+            curve("random", 1, [8, 16], [3.0, 4.0]),
+            curve("smac", 0, [4, 10, 17], [2.0, 3.5, 9.0]),  # the trial ending at 17 is past the budget
+            curve("smac", 1, [4, 16], [0.5, 1.0]),
+        ]
+    )
     summary = bench.summarize(runs, total_budget=16).set_index("method")
     assert summary.attrs["random_hypervolume"] == pytest.approx(3.0)
     assert summary.loc["random", "hv_mean"] == pytest.approx(3.0)
@@ -140,7 +142,7 @@ def test_momf_target_minimises_botorchs_maximised_objectives_at_the_budgets_fide
     from fairnas.search.hypervolume import hypervolume
 
     inputs = np.random.default_rng(0).random((2000, len(target.inputs)))
-    values = [list(target(dict(zip(target.inputs, x)), 0, 8).values()) for x in inputs]
+    values = [list(target(dict(zip(target.inputs, x, strict=False)), 0, 8).values()) for x in inputs]
     assert 0.8 < hypervolume(np.array(values), target.reference_point) / target.max_hypervolume < 1.05
 
 
@@ -148,8 +150,9 @@ def test_momf_target_minimises_botorchs_maximised_objectives_at_the_budgets_fide
 def test_momf_problems_run_every_method_and_report_the_share_of_botorchs_maximum(bench, momf, tmp_path, name):
     problem = bench.PROBLEMS[name]()
     assert problem.reference_point == (0.0, 0.0) and problem.max_hypervolume > 0
-    runs = bench.benchmark(problem, methods=["smac", "random", "nsga2"], seeds=[0, 1], total_budget=24,
-                           work_dir=tmp_path)
+    runs = bench.benchmark(
+        problem, methods=["smac", "random", "nsga2"], seeds=[0, 1], total_budget=24, work_dir=tmp_path
+    )
     summary = bench.summarize(runs, 24, problem.max_hypervolume).set_index("method")
     assert (summary["share_mean"] < 1).all() and summary.loc["random", "share_mean"] > 0
     assert "| NSGA-II |" in bench.format_table(summary.reset_index(), problem, 24)
@@ -170,8 +173,23 @@ def test_the_figure_has_a_panel_per_problem_with_a_band_per_method(bench, tmp_pa
 
 
 def test_the_main_writes_the_table_csv_and_figure(bench, tmp_path, capsys):
-    bench.main(["--problem", "analytic", "--seeds", "1", "--total-budget", "16", "--methods", "random", "nsga2",
-                "--output", str(tmp_path / "runs.csv"), "--figure", str(tmp_path / "figure.png")])
+    bench.main(
+        [
+            "--problem",
+            "analytic",
+            "--seeds",
+            "1",
+            "--total-budget",
+            "16",
+            "--methods",
+            "random",
+            "nsga2",
+            "--output",
+            str(tmp_path / "runs.csv"),
+            "--figure",
+            str(tmp_path / "figure.png"),
+        ]
+    )
     assert "| NSGA-II |" in capsys.readouterr().out
     assert set(pd.read_csv(tmp_path / "runs.csv")["method"]) == {"random", "nsga2"}
     assert (tmp_path / "figure.png").stat().st_size > 0
@@ -187,8 +205,14 @@ def tiny_table(tmp_path_factory):
     folder = tmp_path_factory.mktemp("table")
     (folder / "space.yaml").write_text(SPACE)
     cache = tmp_path_factory.mktemp("cache")
-    tabular.build("tiny", [*TINY, f"paths.cache_dir={cache}"], folder / "runs", tables=folder,
-                  space_file=folder / "space.yaml", max_budget=2)
+    tabular.build(
+        "tiny",
+        [*TINY, f"paths.cache_dir={cache}"],
+        folder / "runs",
+        tables=folder,
+        space_file=folder / "space.yaml",
+        max_budget=2,
+    )
     return folder
 
 
@@ -217,8 +241,12 @@ def test_smac_candidates_change_one_thing_and_are_compared_paired_with_the_defau
     assert MultiFidelityFacade.get_random_design(scenario)._probability == 0.2  # patched for the run only
 
     problem = bench.analytic_problem()
-    results = pd.concat([defaults.run_candidate(problem, name, seeds=[0, 1], total_budget=24, work_dir=tmp_path)
-                         for name in ("default", "eta_3")])
+    results = pd.concat(
+        [
+            defaults.run_candidate(problem, name, seeds=[0, 1], total_budget=24, work_dir=tmp_path)
+            for name in ("default", "eta_3")
+        ]
+    )
     assert (tmp_path / "analytic" / "smac" / "seed0" / "consumed.csv").is_file()  # search_efficiency's smac runs
     eta_3 = pd.read_csv(tmp_path / "analytic" / "smac@eta_3" / "seed0" / "consumed.csv")
     assert set(eta_3["budget"]) <= {8 / 3, 8.0}  # Hyperband with eta 3 from 1 to 8 epochs

@@ -12,8 +12,13 @@ import pytest
 from fairnas.search import config_id
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
-TINY = ["data.table.n_identities=40", "data.table.images_per_identity=4", "data.table.split_fractions=[0.5,0.25,0.25]",
-        "data.batch_size=16", "embedding_dim=16"]
+TINY = [
+    "data.table.n_identities=40",
+    "data.table.images_per_identity=4",
+    "data.table.split_fractions=[0.5,0.25,0.25]",
+    "data.batch_size=16",
+    "embedding_dim=16",
+]
 SPACE = """
 hyperparameters:
   op0: {type: categorical, choices: [0, 3], key: backbone.ops.0}
@@ -39,8 +44,14 @@ def tabular(tmp_path_factory):
     folder = tmp_path_factory.mktemp("table")
     (folder / "space.yaml").write_text(SPACE)
     cache = tmp_path_factory.mktemp("cache")
-    module.build("tiny", [*TINY, f"paths.cache_dir={cache}"], folder / "runs", tables=folder,
-                 space_file=folder / "space.yaml", max_budget=2)
+    module.build(
+        "tiny",
+        [*TINY, f"paths.cache_dir={cache}"],
+        folder / "runs",
+        tables=folder,
+        space_file=folder / "space.yaml",
+        max_budget=2,
+    )
     return module, folder
 
 
@@ -48,8 +59,10 @@ def test_the_grid_holds_every_configuration_once_with_its_conditions(tabular):
     module, folder = tabular
     configs = list(module.grid(module.load_space(folder / "space.yaml")))
     assert len(configs) == 6 and len({config_id(c) for c in configs}) == 6
-    assert {tuple(sorted(c)) for c in configs} == {("head", "lr_adamw", "op0", "op1", "op2", "optimizer"),
-                                                   ("head", "lr_sgd", "op0", "op1", "op2", "optimizer")}
+    assert {tuple(sorted(c)) for c in configs} == {
+        ("head", "lr_adamw", "op0", "op1", "op2", "optimizer"),
+        ("head", "lr_sgd", "op0", "op1", "op2", "optimizer"),
+    }
 
 
 def test_table_has_every_configuration_and_epoch_with_val_and_test_metrics(tabular):
@@ -65,14 +78,14 @@ def test_table_has_every_configuration_and_epoch_with_val_and_test_metrics(tabul
     run = json.loads((folder / "runs" / table["config_id"].iloc[0] / "metrics.json").read_text())
     last = table[(table["config_id"] == table["config_id"].iloc[0]) & (table["epoch"] == 2)].iloc[0]
     assert last["val/error"] == pytest.approx(run["val"]["error"]) and last["test/error"] == pytest.approx(
-        run["test"]["error"])
+        run["test"]["error"]
+    )
 
 
 def test_a_rebuild_reads_finished_runs_back(tabular, monkeypatch):
     module, folder = tabular
     monkeypatch.setattr(module, "train", lambda cfg: pytest.fail("trained again"))
-    again = module.build("tiny", TINY, folder / "runs", tables=folder, space_file=folder / "space.yaml",
-                         max_budget=2)
+    again = module.build("tiny", TINY, folder / "runs", tables=folder, space_file=folder / "space.yaml", max_budget=2)
     assert len(again) == 12
 
 

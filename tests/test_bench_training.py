@@ -13,8 +13,9 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
 @pytest.mark.filterwarnings("ignore")
 def test_training_speed_reports_both_loops_and_every_model_variant(capsys, monkeypatch):
     monkeypatch.syspath_prepend(str(BENCH))
-    tables = importlib.import_module("training_speed").main(["--steps", "1", "--warmup", "1", "--batch-size", "2", "--loop-image-size", "32",
-                                "--channels-last"])
+    tables = importlib.import_module("training_speed").main(
+        ["--steps", "1", "--warmup", "1", "--batch-size", "2", "--loop-image-size", "32", "--channels-last"]
+    )
     loop, models = tables["loop"], tables["models"]
     assert list(loop["loop"]) == ["bare PyTorch", "Lightning"] and (loop["images/s"] > 0).all()
     assert loop["ratio to bare"].iloc[0] == 1.0

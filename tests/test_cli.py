@@ -22,8 +22,11 @@ REPO = Path(__file__).resolve().parents[1]
 # (command, overrides, the error line); each command's other settings are its defaults.
 CASES = [
     ("train", ["backbone.ops=[3,0,9]"], r"error: backbone.ops\[2\]=9 is not an operation index; allowed 0-8"),
-    ("train", ["backbone=timm", "backbone.name=resnet_does_not_exist"],
-     r"error: backbone.name='resnet_does_not_exist' is not a timm model"),
+    (
+        "train",
+        ["backbone=timm", "backbone.name=resnet_does_not_exist"],
+        r"error: backbone.name='resnet_does_not_exist' is not a timm model",
+    ),
     ("train", ["data=generic", "data.root=/no/such/dir"], r"error: data.root: dataset directory '/no/such/dir'"),
     ("train", ["data=celeba"], r"error: data.root is not set: the folder of the data set"),
     ("train", ["data=celeba", "data.root=/no/such/dir"], r"error: data.root: directory '/no/such/dir' does not exist$"),
@@ -37,8 +40,11 @@ CASES = [
     ("search", ["search.eta=1"], r"error: search.eta must be an integer >= 2"),
     ("search", ["search.space=searchspaces/nope.yaml"], r"error: search.space: space file 'searchspaces/nope.yaml'"),
     ("evaluate", ["ckpt=/no/such.ckpt", "benchmarks=[lfw,megaface]"], r"error: benchmarks: \['megaface'\] not in"),
-    ("audit", ["ckpt=/no/such.ckpt", "audits=[robustness_bias]", "robustness_bias.methods=[pgd]"],
-     r"error: robustness_bias.methods=\['pgd'\] must name entries of robustness_bias.estimators"),
+    (
+        "audit",
+        ["ckpt=/no/such.ckpt", "audits=[robustness_bias]", "robustness_bias.methods=[pgd]"],
+        r"error: robustness_bias.methods=\['pgd'\] must name entries of robustness_bias.estimators",
+    ),
     ("audit", ["ckpt=/no/such.ckpt", "audits=[shap]"], r"error: audits: unknown audit 'shap'; allowed: "),
     ("audit", ["ckpt=/no/such.ckpt", "corruptions.corruptions=[blur]"], r"error: corruptions.corruptions="),
     ("audit", ["ckpt=/no/such.ckpt", "ood.mutations=[flip]"], r"error: ood.mutations"),
@@ -52,42 +58,85 @@ CASES = [
     ("train", ["data.batch_size=0"], r"error: data.batch_size=0 must be a positive integer$"),
     ("train", ["optimizer.lr=0"], r"error: optimizer.lr=0 must be a positive number$"),
     ("train", ["optimizer.lr=-0.1"], r"error: optimizer.lr=-0.1 must be a positive number$"),
-    ("train", ["backbone=timm", "backbone.name=vit_tiny_patch16_224"],
-     r"error: data.transforms.image_size=64: the backbone cannot take 64x64 images"),
+    (
+        "train",
+        ["backbone=timm", "backbone.name=vit_tiny_patch16_224"],
+        r"error: data.transforms.image_size=64: the backbone cannot take 64x64 images",
+    ),
     ("train", ["data.group_order=[g0,zz]"], r"error: data.group_order: groups \['zz'\] not in column 'group'"),
     ("train", ["resume=always"], r"error: resume='always'; allowed: null, auto$"),
     ("train", ["data.in_memory=maybe"], r"error: data.in_memory='maybe'; allowed: auto, true, false$"),
     ("train", ["data.in_memory_limit_gb=-1"], r"error: data.in_memory_limit_gb=-1 must be a positive number"),
-    ("train", ["mitigation=flipped", "trainer.check_val_every_n_epoch=2"],
-     r"error: trainer.check_val_every_n_epoch=2: the mitigation measures its group from the validation after"),
-    ("train", ["backbone.ops=[8,8,8]", "init_from={trained_run}"],
-     r"error: init_from: '.*last.ckpt' does not match the model of this config"),
-    ("train", ["data=generic", "data.root={files}/duplicate_paths"],
-     r"error: .*metadata.csv: column 'path' lists 1 image\(s\) more than once"),
-    ("train", ["data=generic", "data.root={files}/identity_in_two_splits"],
-     r"error: .*metadata.csv: splits must be identity-disjoint"),
-    ("train", ["data=celeba", "data.root={files}/celeba_unreadable", "data.table.verify_images=false",
-               "data.transforms.image_size=32", "data.transforms.resize=36", "trainer.max_epochs=1", "logger=none"],
-     r"error: data: cannot read image '.*000001.jpg'"),
+    (
+        "train",
+        ["mitigation=flipped", "trainer.check_val_every_n_epoch=2"],
+        r"error: trainer.check_val_every_n_epoch=2: the mitigation measures its group from the validation after",
+    ),
+    (
+        "train",
+        ["backbone.ops=[8,8,8]", "init_from={trained_run}"],
+        r"error: init_from: '.*last.ckpt' does not match the model of this config",
+    ),
+    (
+        "train",
+        ["data=generic", "data.root={files}/duplicate_paths"],
+        r"error: .*metadata.csv: column 'path' lists 1 image\(s\) more than once",
+    ),
+    (
+        "train",
+        ["data=generic", "data.root={files}/identity_in_two_splits"],
+        r"error: .*metadata.csv: splits must be identity-disjoint",
+    ),
+    (
+        "train",
+        [
+            "data=celeba",
+            "data.root={files}/celeba_unreadable",
+            "data.table.verify_images=false",
+            "data.transforms.image_size=32",
+            "data.transforms.resize=36",
+            "trainer.max_epochs=1",
+            "logger=none",
+        ],
+        r"error: data: cannot read image '.*000001.jpg'",
+    ),
     ("search", ["search.objectives=[error,unfairness]"], r"error: unknown search.objectives \['unfairness'\]"),
     ("search", ["search.final_seeds=0"], r"error: search.final_seeds=0 must be a positive number of seeds"),
-    ("search", ["search.space={files}/syntax_error.yaml"],
-     r"error: space file '.*syntax_error.yaml' is not valid YAML \(line 3, column 1\)"),
-    ("search", ["search.space={files}/unknown_type.yaml"],
-     r"error: hyperparameter 'op0' has type 'gaussian'; allowed: \['categorical'"),
+    (
+        "search",
+        ["search.space={files}/syntax_error.yaml"],
+        r"error: space file '.*syntax_error.yaml' is not valid YAML \(line 3, column 1\)",
+    ),
+    (
+        "search",
+        ["search.space={files}/unknown_type.yaml"],
+        r"error: hyperparameter 'op0' has type 'gaussian'; allowed: \['categorical'",
+    ),
     ("compare", ["+models.empty=[]"], r"error: models: \['empty'\] have no overrides"),
     # Checkpoint settings beyond one bad file each (BAD_CHECKPOINTS): a run's own last.ckpt with resume=auto, a
     # SensitiveNets run resuming from a missing file (read before its baseline would train), lists.
-    ("train", ["resume=auto", "output_dir={files}/truncated_run"],
-     r"error: resume=auto: '.*truncated_run/checkpoints/last.ckpt' is not a readable PyTorch checkpoint \(truncated"),
-    ("train", ["resume=auto", "output_dir={files}/pickled_run"],
-     r"error: resume=auto: '.*pickled_run/checkpoints/last.ckpt' holds pickled code \(print\)"),
-    ("train", ["mitigation=sensitivenets", "resume_from={files}/missing.ckpt"],
-     r"error: resume_from: checkpoint '.*missing.ckpt' does not exist$"),
+    (
+        "train",
+        ["resume=auto", "output_dir={files}/truncated_run"],
+        r"error: resume=auto: '.*truncated_run/checkpoints/last.ckpt' is not a readable PyTorch checkpoint \(truncated",
+    ),
+    (
+        "train",
+        ["resume=auto", "output_dir={files}/pickled_run"],
+        r"error: resume=auto: '.*pickled_run/checkpoints/last.ckpt' holds pickled code \(print\)",
+    ),
+    (
+        "train",
+        ["mitigation=sensitivenets", "resume_from={files}/missing.ckpt"],
+        r"error: resume_from: checkpoint '.*missing.ckpt' does not exist$",
+    ),
     ("train", ["init_from=[/runs/a,/runs/b]"], r"error: init_from=\['/runs/a', '/runs/b'\]: name one checkpoint"),
     ("evaluate", ["ckpt=[]", "benchmarks=[]", "linear_probe.enabled=true"], r"error: ckpt=\[\]: name at least one run"),
-    ("audit", ["ckpt=[{files}/pickled.ckpt,{files}/truncated.ckpt]"],
-     r"error: ckpt=\['.*pickled.ckpt', '.*truncated.ckpt'\]: name one checkpoint or run folder$"),
+    (
+        "audit",
+        ["ckpt=[{files}/pickled.ckpt,{files}/truncated.ckpt]"],
+        r"error: ckpt=\['.*pickled.ckpt', '.*truncated.ckpt'\]: name one checkpoint or run folder$",
+    ),
 ]
 
 # Every setting that names a checkpoint or run folder: (command, overrides with {ckpt} for the path, key in the error).
@@ -100,21 +149,31 @@ CHECKPOINT_SETTINGS = [
     ("audit", ["ckpt={ckpt}"], "ckpt"),
     # Training settings of every run of a comparison or search, read as it composes them (before any run).
     ("compare", ["train_overrides=['init_from={ckpt}']"], "init_from"),
-    ("search", ["search.train_overrides=['mitigation=sensitivenets','mitigation.checkpoint={ckpt}']"],
-     "mitigation.checkpoint"),
+    (
+        "search",
+        ["search.train_overrides=['mitigation=sensitivenets','mitigation.checkpoint={ckpt}']"],
+        "mitigation.checkpoint",
+    ),
 ]
 # Every way a checkpoint setting can be wrong (see bad_files): (the path, the error after the key).
 BAD_CHECKPOINTS = [
     ("{files}/missing.ckpt", r"checkpoint '.*missing.ckpt' does not exist$"),
     ("{files}/not_a_run", r"folder '.*not_a_run' is not a run: it has no checkpoints/last.ckpt$"),
-    ("{files}/truncated.ckpt",
-     r"'.*truncated.ckpt' is not a readable PyTorch checkpoint \(truncated, damaged or another format: \w+"),
-    ("{files}/damaged_pickle.ckpt",
-     r"'.*damaged_pickle.ckpt' is not a readable PyTorch checkpoint \(.*UnpicklingError: Unsupported operand"),
+    (
+        "{files}/truncated.ckpt",
+        r"'.*truncated.ckpt' is not a readable PyTorch checkpoint \(truncated, damaged or another format: \w+",
+    ),
+    (
+        "{files}/damaged_pickle.ckpt",
+        r"'.*damaged_pickle.ckpt' is not a readable PyTorch checkpoint \(.*UnpicklingError: Unsupported operand",
+    ),
     ("{files}/pickled.ckpt", r"'.*pickled.ckpt' holds pickled code \(print\); checkpoints are loaded as data only"),
 ]
-CASES += [(command, [override.replace("{ckpt}", path) for override in overrides], f"error: {key}: {message}")
-          for command, overrides, key in CHECKPOINT_SETTINGS for path, message in BAD_CHECKPOINTS]
+CASES += [
+    (command, [override.replace("{ckpt}", path) for override in overrides], f"error: {key}: {message}")
+    for command, overrides, key in CHECKPOINT_SETTINGS
+    for path, message in BAD_CHECKPOINTS
+]
 # conf/logger/'s CSV and W&B loggers: their option names are also the folders they write in a command's output_dir.
 LOGGER_FOLDERS = ("csv", "wandb")
 
@@ -139,8 +198,10 @@ def bad_files(tmp_path_factory):
     write_checkpoint(root / "pickled.ckpt", hook=print)
     write_checkpoint(root / "pickled_run" / "checkpoints" / "last.ckpt", hook=print)
     (root / "not_a_run").mkdir()
-    for name, rows in {"duplicate_paths": ["a.png,x,train,g0", "a.png,y,train,g1"],
-                       "identity_in_two_splits": ["a.png,x,train,g0", "b.png,x,val,g0"]}.items():
+    for name, rows in {
+        "duplicate_paths": ["a.png,x,train,g0", "a.png,y,train,g1"],
+        "identity_in_two_splits": ["a.png,x,train,g0", "b.png,x,val,g0"],
+    }.items():
         (root / name).mkdir()
         (root / name / "metadata.csv").write_text("\n".join(["path,identity,split,group", *rows]) + "\n")
     write_celeba(root / "celeba_unreadable")
@@ -153,8 +214,9 @@ def bad_files(tmp_path_factory):
 def write_checkpoint(path: Path, **entries) -> None:
     """A small real checkpoint as train writes one: weights and the run's config (plus ``entries``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"state_dict": {"embedder.weight": torch.zeros(64, 64)}, "hyper_parameters": {"config": {}},
-                **entries}, path)
+    torch.save(
+        {"state_dict": {"embedder.weight": torch.zeros(64, 64)}, "hyper_parameters": {"config": {}}, **entries}, path
+    )
 
 
 def write_truncated_checkpoint(path: Path) -> None:
@@ -175,21 +237,35 @@ def write_checkpoint_with_damaged_pickle(path: Path) -> None:
     whole.unlink()
 
 
-@pytest.mark.parametrize(("command", "overrides", "message"), CASES,
-                         ids=[f"{command}:{' '.join(overrides)}" for command, overrides, _ in CASES])
+@pytest.mark.parametrize(
+    ("command", "overrides", "message"),
+    CASES,
+    ids=[f"{command}:{' '.join(overrides)}" for command, overrides, _ in CASES],
+)
 def test_bad_input_exits_2_with_one_line(command, overrides, message, tmp_path, monkeypatch, capsys, request):
     """Nothing is left behind either: no run folder (Hydra's is removed when it holds only Hydra's files), so no
     checkpoint, no partial table; except for an unreadable image, found only when it is loaded. Both loggers are on
     (that row aside) and neither wrote anything: no CSV log, no W&B run, anywhere in the working folder."""
-    files = {name: request.getfixturevalue(fixture) for name, fixture in
-             (("files", "bad_files"), ("trained_run", "trained_run")) if f"{{{name}}}" in " ".join(overrides)}
+    files = {
+        name: request.getfixturevalue(fixture)
+        for name, fixture in (("files", "bad_files"), ("trained_run", "trained_run"))
+        if f"{{{name}}}" in " ".join(overrides)
+    }
     capsys.readouterr()  # what making the fixtures printed is not the command's output
     monkeypatch.chdir(tmp_path)  # a path relative to the working folder lands here
     main = importlib.import_module(f"fairnas.tasks.{command}").main
     loggers = [] if any(o.startswith("logger=") for o in overrides) else [f"logger=[{','.join(LOGGER_FOLDERS)}]"]
-    monkeypatch.setattr(sys, "argv", [command, *(o.format(**files) for o in overrides),
-                                      f"hydra.run.dir={tmp_path / 'run'}", f"paths.cache_dir={tmp_path / 'cache'}",
-                                      *loggers])
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        [
+            command,
+            *(o.format(**files) for o in overrides),
+            f"hydra.run.dir={tmp_path / 'run'}",
+            f"paths.cache_dir={tmp_path / 'cache'}",
+            *loggers,
+        ],
+    )
     with pytest.raises(SystemExit) as exit_info:
         main()
     assert exit_info.value.code == 2
@@ -205,8 +281,13 @@ def test_bad_input_exits_2_with_one_line(command, overrides, message, tmp_path, 
 
 def test_top_level_script_runs_the_command(tmp_path):
     """The real command line: ``python train.py`` with a bad value exits 2 with one ``error:`` line."""
-    bad = subprocess.run([sys.executable, str(REPO / "train.py"), "backbone.ops=[3,0,9]", "logger=none",
-                          f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    bad = subprocess.run(
+        [sys.executable, str(REPO / "train.py"), "backbone.ops=[3,0,9]", "logger=none", f"hydra.run.dir={tmp_path}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].startswith("error: backbone.ops[2]=9")
 
 
@@ -214,12 +295,22 @@ def test_top_level_script_runs_the_command(tmp_path):
 @pytest.mark.parametrize("trainer", ["gpu", "ddp"])
 def test_gpu_trainers_compose_and_stop_in_one_line_without_a_gpu(trainer, tmp_path, monkeypatch, capsys):
     main = importlib.import_module("fairnas.tasks.train").main
-    monkeypatch.setattr(sys, "argv", ["train", f"trainer={trainer}", f"hydra.run.dir={tmp_path / 'run'}",
-                                      f"paths.cache_dir={tmp_path / 'cache'}", "logger=none"])
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        [
+            "train",
+            f"trainer={trainer}",
+            f"hydra.run.dir={tmp_path / 'run'}",
+            f"paths.cache_dir={tmp_path / 'cache'}",
+            "logger=none",
+        ],
+    )
     with pytest.raises(SystemExit) as exit_info:
         main()
     lines = capsys.readouterr().err.strip().splitlines()
     assert exit_info.value.code == 2 and lines == [
         "error: trainer.accelerator=gpu (trainer=gpu, trainer=ddp) needs a CUDA GPU and none is visible; use "
-        "trainer=cpu, or trainer.accelerator=cpu to run DDP processes on the CPU"]
+        "trainer=cpu, or trainer.accelerator=cpu to run DDP processes on the CPU"
+    ]
     assert not (tmp_path / "run").exists()

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import math
-import re
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from fairnas.tasks.compare import front_models
 from fairnas.mitigations.table import comparison_table, format_cell, markdown_tables, summarize
+from fairnas.tasks.compare import front_models
 
 TITLES = {"none": "Baseline", "flipped": "Flipped"}
 
@@ -19,10 +17,14 @@ TITLES = {"none": "Baseline", "flipped": "Flipped"}
 def runs_frame():
     """Two models x two mitigations x two seeds with known means and standard errors."""
     rows = [  # model, mitigation, seed, error, rank_disparity, disparity
-        ("A", "none", 0, 0.10, 1.0, 0.1), ("A", "none", 1, 0.20, 3.0, 0.1),
-        ("A", "flipped", 0, 0.30, 0.5, 0.1), ("A", "flipped", 1, 0.30, 0.5, 0.1),
-        ("B", "none", 0, 0.40, 3.0, 0.1), ("B", "none", 1, 0.40, 3.0, 0.1),
-        ("B", "flipped", 0, 0.10, 4.0, 0.05), ("B", "flipped", 1, 0.10, 4.0, 0.05),
+        ("A", "none", 0, 0.10, 1.0, 0.1),
+        ("A", "none", 1, 0.20, 3.0, 0.1),
+        ("A", "flipped", 0, 0.30, 0.5, 0.1),
+        ("A", "flipped", 1, 0.30, 0.5, 0.1),
+        ("B", "none", 0, 0.40, 3.0, 0.1),
+        ("B", "none", 1, 0.40, 3.0, 0.1),
+        ("B", "flipped", 0, 0.10, 4.0, 0.05),
+        ("B", "flipped", 1, 0.10, 4.0, 0.05),
     ]
     return pd.DataFrame(rows, columns=["model", "mitigation", "seed", "error", "rank_disparity", "disparity"])
 
@@ -34,8 +36,11 @@ def test_summary_has_means_standard_errors_and_pareto_flags():
     assert cell["error_mean"] == pytest.approx(0.15) and cell["error_sem"] == pytest.approx(0.05)
     assert cell["value_mean"] == pytest.approx(2.0) and cell["value_sem"] == pytest.approx(1.0)
     pareto = summary["pareto_optimal"]
-    assert set(pareto["rank_disparity"][pareto["rank_disparity"]].index) == {("A", "none"), ("A", "flipped"),
-                                                                              ("B", "flipped")}
+    assert set(pareto["rank_disparity"][pareto["rank_disparity"]].index) == {
+        ("A", "none"),
+        ("A", "flipped"),
+        ("B", "flipped"),
+    }
     assert set(pareto["disparity"][pareto["disparity"]].index) == {("B", "flipped")}
 
 
@@ -48,8 +53,9 @@ def test_table_has_one_row_per_model_one_column_per_mitigation_and_marks_the_fro
 
 
 def test_markdown_bolds_pareto_cells_under_a_heading_per_metric():
-    text = markdown_tables(summarize(runs_frame(), ["rank_disparity", "disparity"]), ["rank_disparity", "disparity"],
-                           TITLES, split="test")
+    text = markdown_tables(
+        summarize(runs_frame(), ["rank_disparity", "disparity"]), ["rank_disparity", "disparity"], TITLES, split="test"
+    )
     assert "### (error in %; rank_disparity) on test" in text and "### (error in %; disparity) on test" in text
     assert "**(10.00 ± 0.00; 0.05 ± 0.00)**" in text
     assert "| B       | (40.00 ± 0.00; 3.00 ± 0.00)" in text
@@ -70,9 +76,11 @@ def test_summary_names_missing_metric_columns():
 
 
 def test_front_configurations_become_named_models(tmp_path):
-    configs = [{"op0": 3, "op1": 0, "op2": 1, "head": "arcface", "optimizer": "sgd", "lr_sgd": 0.1},
-               {"op0": 3, "op1": 0, "op2": 1, "head": "arcface", "optimizer": "adam", "lr_adam": 0.001},
-               {"op0": 0, "op1": 0, "op2": 0, "head": "cosface", "optimizer": "sgd", "lr_sgd": 0.2}]
+    configs = [
+        {"op0": 3, "op1": 0, "op2": 1, "head": "arcface", "optimizer": "sgd", "lr_sgd": 0.1},
+        {"op0": 3, "op1": 0, "op2": 1, "head": "arcface", "optimizer": "adam", "lr_adam": 0.001},
+        {"op0": 0, "op1": 0, "op2": 0, "head": "cosface", "optimizer": "sgd", "lr_sgd": 0.2},
+    ]
     front = tmp_path / "final_front.csv"
     pd.DataFrame({"config_id": ["a1", "b2", "c3"], "config": [json.dumps(c) for c in configs]}).to_csv(front)
 
@@ -91,8 +99,9 @@ def compare_config(tmp_path, cache_dir, mitigations, seeds=2, **settings):
     from fairnas.config import compose_config
     from tests.conftest import TINY_DATA
 
-    cfg = compose_config("compare", [f"seeds={seeds}", f"mitigations=[{','.join(mitigations)}]"],
-                         output_dir=tmp_path / "compare")
+    cfg = compose_config(
+        "compare", [f"seeds={seeds}", f"mitigations=[{','.join(mitigations)}]"], output_dir=tmp_path / "compare"
+    )
     cfg.models = {"SMAC_301": ["backbone.ops=[3,0,1]"]}
     cfg.train_overrides = [*TINY_DATA, f"paths.cache_dir={cache_dir}", "logger=none"]
     for key, value in settings.items():
@@ -138,23 +147,27 @@ def test_compare_refuses_to_reuse_runs_made_with_other_overrides(tmp_path, cache
 def test_compare_runs_all_four_mitigations(tmp_path, cache_dir):
     from fairnas.tasks.compare import run_comparison
 
-    cfg = compare_config(tmp_path, cache_dir, ["none", "flipped", "angular", "sensitivenets"], seeds=1,
-                         logger=None)
+    cfg = compare_config(tmp_path, cache_dir, ["none", "flipped", "angular", "sensitivenets"], seeds=1, logger=None)
     summary = run_comparison(cfg)
     assert set(summary["mitigation"]) == {"none", "flipped", "angular", "sensitivenets"}
     record = json.loads((tmp_path / "compare/runs/SMAC_301/sensitivenets/seed0/compare_run.json").read_text())
-    assert any(o.startswith("mitigation.checkpoint=") and o.endswith("none/seed0/checkpoints/last.ckpt'")
-               for o in record["overrides"])
+    assert any(
+        o.startswith("mitigation.checkpoint=") and o.endswith("none/seed0/checkpoints/last.ckpt'")
+        for o in record["overrides"]
+    )
 
 
-@pytest.mark.parametrize(("settings", "message"), [
-    ({"metrics": ["rank_disparity", "unfairness"]}, r"metrics: \['unfairness'\]; allowed:"),
-    ({"split": "train"}, r"split='train'; allowed: \['val', 'test'\]"),
-    ({"mitigations": ["none", "flipped", "flipped"]}, "must name each mitigation once"),
-    ({"seeds": 0}, "seeds=0 must be a positive number of seeds"),
-    ({"models": {"A": ["head=sphereface"]}}, r"compare: .*head/sphereface.* \(in the overrides of mitigation"),
-    ({"models": {"a/b": [], "a b": []}}, "collide as folder names"),
-])
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"metrics": ["rank_disparity", "unfairness"]}, r"metrics: \['unfairness'\]; allowed:"),
+        ({"split": "train"}, r"split='train'; allowed: \['val', 'test'\]"),
+        ({"mitigations": ["none", "flipped", "flipped"]}, "must name each mitigation once"),
+        ({"seeds": 0}, "seeds=0 must be a positive number of seeds"),
+        ({"models": {"A": ["head=sphereface"]}}, r"compare: .*head/sphereface.* \(in the overrides of mitigation"),
+        ({"models": {"a/b": [], "a b": []}}, "collide as folder names"),
+    ],
+)
 def test_bad_settings_are_named_before_training(tmp_path, cache_dir, settings, message):
     from fairnas.tasks.compare import run_comparison
 

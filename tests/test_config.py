@@ -5,15 +5,17 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from fairnas.tasks.cli import run_cli
 from fairnas.config import CONFIG_DIR, compose_config
+from fairnas.tasks.cli import run_cli
 from fairnas.tasks.train import train
 
 PLACED_GROUPS = {"estimator": "estimator@eval.robustness.estimator"}  # groups that train.yaml places in a package
 GROUP_OPTIONS = [
     (group.name, option.stem)
-    for group in sorted(CONFIG_DIR.iterdir()) if group.is_dir() and group.name != "hydra"
-    for option in sorted(group.glob("*.yaml")) if not option.stem.startswith("_")  # _base etc.: shared parts
+    for group in sorted(CONFIG_DIR.iterdir())
+    if group.is_dir() and group.name != "hydra"
+    for option in sorted(group.glob("*.yaml"))
+    if not option.stem.startswith("_")  # _base etc.: shared parts
 ]
 
 
@@ -24,8 +26,9 @@ def test_all_groups_have_options():
 
 @pytest.mark.parametrize(("group", "option"), GROUP_OPTIONS, ids=[f"{g}={o}" for g, o in GROUP_OPTIONS])
 def test_every_option_composes_and_resolves(group, option, tmp_path):
-    required = {"sensitivenets": ["mitigation.checkpoint=/runs/baseline/checkpoints/last.ckpt",
-                                  "data_info={n_groups: 2}"]}.get(option, [])
+    required = {
+        "sensitivenets": ["mitigation.checkpoint=/runs/baseline/checkpoints/last.ckpt", "data_info={n_groups: 2}"]
+    }.get(option, [])
     choice = f"{PLACED_GROUPS.get(group, group)}={option}"
     cfg = compose_config("search" if group == "search" else "train", [choice, *required], output_dir=tmp_path)
     resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
@@ -38,7 +41,11 @@ def test_every_option_composes_and_resolves(group, option, tmp_path):
 
 def test_issue_examples_compose(tmp_path):
     cfg = compose_config("train", ["head=arcface", "optimizer=adamw", "optimizer.lr=1e-3"], output_dir=tmp_path)
-    assert cfg.head._target_.endswith("ArcFaceHead") and cfg.optimizer._target_ == "torch.optim.AdamW" and cfg.optimizer.lr == 1e-3
+    assert (
+        cfg.head._target_.endswith("ArcFaceHead")
+        and cfg.optimizer._target_ == "torch.optim.AdamW"
+        and cfg.optimizer.lr == 1e-3
+    )
     assert compose_config("train", ["backbone=timm", "backbone.name=resnet18"]).backbone.name == "resnet18"
     assert list(compose_config("train", ["backbone.ops=[3,0,1]"]).backbone.ops) == [3, 0, 1]
 

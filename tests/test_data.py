@@ -66,7 +66,9 @@ def test_unknown_split_value_is_rejected(tmp_path):
 
 def test_subset_rules_min_images_balance_and_cap():
     frame = pd.DataFrame(
-        rows_for("train", "a", "a0", 5) + rows_for("train", "a", "a1", 4) + rows_for("train", "a", "a2", 2)
+        rows_for("train", "a", "a0", 5)
+        + rows_for("train", "a", "a1", 4)
+        + rows_for("train", "a", "a2", 2)
         + rows_for("train", "b", "b0", 3),
         columns=["identity", "split", "group"],
     ).assign(path=lambda f: [f"p{i}" for i in range(len(f))])

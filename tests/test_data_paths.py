@@ -23,14 +23,24 @@ TRANSFORMS = {"image_size": 16, "resize": 20, "hflip": 0.5}
 @pytest.fixture
 def faces(tmp_path):
     """A generic-format set of 20 x 20 noise images: 6 training identities of 4 images per group."""
-    write_generic(tmp_path / "faces", balanced_rows(n_images=4) + [
-        (f"extra-{group}-{k}", "train", group) for group in "ab" for k in range(4) for _ in range(4)])
+    write_generic(
+        tmp_path / "faces",
+        balanced_rows(n_images=4)
+        + [(f"extra-{group}-{k}", "train", group) for group in "ab" for k in range(4) for _ in range(4)],
+    )
     return tmp_path / "faces"
 
 
 def module(root, tmp_path, **options) -> FaceDataModule:
-    datamodule = FaceDataModule(lambda: read_generic(root), transforms=TRANSFORMS, batch_size=8, eval_batch_size=10,
-                                decoded_dir=tmp_path / "decoded", seed=3, **options)
+    datamodule = FaceDataModule(
+        lambda: read_generic(root),
+        transforms=TRANSFORMS,
+        batch_size=8,
+        eval_batch_size=10,
+        decoded_dir=tmp_path / "decoded",
+        seed=3,
+        **options,
+    )
     datamodule.setup()
     return datamodule
 
@@ -51,7 +61,7 @@ def test_in_memory_and_file_path_deliver_identical_batches(faces, tmp_path, work
         for epoch in epochs:
             ours, theirs = epoch_batches(memory, split, epoch), epoch_batches(files, split, epoch)
             assert len(ours) == len(theirs) > 0
-            for a, b in zip(ours, theirs):
+            for a, b in zip(ours, theirs, strict=False):
                 assert a.keys() == b.keys() == {"image", "label", "group", "index"}
                 for key in a:
                     assert torch.equal(a[key], b[key]), (split, epoch, key)
@@ -80,8 +90,9 @@ def test_augmentation_is_a_function_of_seed_epoch_and_image(faces, tmp_path):
     again = BatchTransform(datamodule.transform_settings, len(pixels), seed=3).train(pixels[index], index, epoch=1)
     assert torch.equal(alone, again)
     assert not torch.equal(alone, transform.train(pixels[index], index, epoch=2))
-    assert not torch.equal(alone, BatchTransform(datamodule.transform_settings, len(pixels), seed=4).train(
-        pixels[index], index, epoch=1))
+    assert not torch.equal(
+        alone, BatchTransform(datamodule.transform_settings, len(pixels), seed=4).train(pixels[index], index, epoch=1)
+    )
 
 
 def test_crops_stay_inside_the_image_and_flips_follow_hflip():

@@ -20,11 +20,28 @@ REPO = Path(__file__).resolve().parents[1]
 def test_two_process_ddp_metrics_equal_one_process_on_the_same_weights(cache_dir, tmp_path):
     run = tmp_path / "run"
     done = subprocess.run(
-        [sys.executable, str(REPO / "train.py"), *TINY_DATA, "data.table.images_per_identity=5", "data.table.n_groups=3", "data.table.n_identities=45",
-         f"paths.cache_dir={cache_dir}", "logger=none", "trainer=ddp", "trainer.accelerator=cpu",
-         "trainer.devices=2", "trainer.precision=32-true", "trainer.sync_batchnorm=false", "trainer.max_epochs=1",
-         f"hydra.run.dir={run}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            str(REPO / "train.py"),
+            *TINY_DATA,
+            "data.table.images_per_identity=5",
+            "data.table.n_groups=3",
+            "data.table.n_identities=45",
+            f"paths.cache_dir={cache_dir}",
+            "logger=none",
+            "trainer=ddp",
+            "trainer.accelerator=cpu",
+            "trainer.devices=2",
+            "trainer.precision=32-true",
+            "trainer.sync_batchnorm=false",
+            "trainer.max_epochs=1",
+            f"hydra.run.dir={run}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     ddp = json.loads((run / "metrics.json").read_text())
 
@@ -32,8 +49,9 @@ def test_two_process_ddp_metrics_equal_one_process_on_the_same_weights(cache_dir
     data = loaded.data()
     sizes = {split: len(data.splits[split]) for split in ("val", "test")}
     assert all(size % 2 == 1 for size in sizes.values()), sizes  # the sampler pads one rank's shard
-    single = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
-                        enable_model_summary=False)
+    single = pl.Trainer(
+        accelerator="cpu", devices=1, logger=False, enable_progress_bar=False, enable_model_summary=False
+    )
     single.validate(loaded.module, datamodule=data, verbose=False)
     single.test(loaded.module, datamodule=data, verbose=False)
     for stage in ("val", "test"):

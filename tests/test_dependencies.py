@@ -38,14 +38,20 @@ CONF = ROOT / "conf"
 
 INDIRECT_USES = {
     # distribution: (why it is declared although never imported, a check of that use on the parsed sources)
-    "tabulate": ("pandas.DataFrame.to_markdown (fairnas/mitigations/table.py) imports tabulate, an optional "
-                 "dependency of pandas that pandas does not install",
-                 lambda sources: any(isinstance(node, ast.Attribute) and node.attr == "to_markdown"
-                                     for tree in sources.values() for node in ast.walk(tree))),
+    "tabulate": (
+        "pandas.DataFrame.to_markdown (fairnas/mitigations/table.py) imports tabulate, an optional "
+        "dependency of pandas that pandas does not install",
+        lambda sources: any(
+            isinstance(node, ast.Attribute) and node.attr == "to_markdown"
+            for tree in sources.values()
+            for node in ast.walk(tree)
+        ),
+    ),
 }
 """Declared distributions used without an import of theirs in fairnas/, each with why and a check of the use."""
 
 # ---------------------------------------------------------------------------------------------------- reading
+
 
 def project() -> dict:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
@@ -67,9 +73,13 @@ def imported_modules(sources: dict[Path, ast.Module]) -> dict[str, dict[str, set
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names = [node.module]
-        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
-              and isinstance(node.args[0].value, str)
-              and (getattr(node.func, "attr", None) or getattr(node.func, "id", None)) == "import_module"):
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and (getattr(node.func, "attr", None) or getattr(node.func, "id", None)) == "import_module"
+        ):
             names = [node.args[0].value]
         for name in names:
             found[name.split(".")[0]]["guarded" if guarded else "required"].add(path)
@@ -125,7 +135,7 @@ def extra_requirements(requirement: Requirement) -> set[str]:
     for line in _requirement_lines(requirement.name):
         dependency = Requirement(line)
         if dependency.marker is None or dependency.marker.evaluate({**default_environment(), "extra": ""}):
-            continue                                 # an unconditional requirement, not the extra's
+            continue  # an unconditional requirement, not the extra's
         if any(dependency.marker.evaluate({**default_environment(), "extra": extra}) for extra in requirement.extras):
             pulled.add(canonicalize_name(dependency.name))
     return pulled
@@ -140,6 +150,7 @@ def _requirement_lines(distribution: str) -> list[str]:
 
 # ------------------------------------------------------------------------------------------------------ tests
 
+
 def test_every_declared_dependency_is_imported_in_fairnas():
     sources = parsed_sources()
     imported = third_party(imported_modules(sources))
@@ -151,20 +162,26 @@ def test_every_declared_dependency_is_imported_in_fairnas():
         if name in INDIRECT_USES:
             why, still_used = INDIRECT_USES[name]
             if not still_used(sources):
-                problems.append(f"{requirement.name}: declared for an indirect use ({why}) that fairnas/ no longer "
-                                "has; drop it from [project].dependencies")
+                problems.append(
+                    f"{requirement.name}: declared for an indirect use ({why}) that fairnas/ no longer "
+                    "has; drop it from [project].dependencies"
+                )
             continue
         modules = provides.get(name) or {name.replace("-", "_")}
         if not modules & imported:
             installed = "" if name in provides else " (not installed here: its import name is guessed)"
-            problems.append(f"{requirement.name}: declared in [project].dependencies but none of its modules "
-                            f"{sorted(modules)} is imported under fairnas/{installed}; drop it, or list a "
-                            "documented indirect use in INDIRECT_USES")
+            problems.append(
+                f"{requirement.name}: declared in [project].dependencies but none of its modules "
+                f"{sorted(modules)} is imported under fairnas/{installed}; drop it, or list a "
+                "documented indirect use in INDIRECT_USES"
+            )
         for extra in requirement.extras:
             pulled = extra_requirements(Requirement(f"{requirement.name}[{extra}]"))
             if not any(provides.get(d, {d.replace("-", "_")}) & imported for d in pulled):
-                problems.append(f"{requirement.name}[{extra}]: the extra brings {sorted(pulled)}, none of which is "
-                                "imported under fairnas/")
+                problems.append(
+                    f"{requirement.name}[{extra}]: the extra brings {sorted(pulled)}, none of which is "
+                    "imported under fairnas/"
+                )
     assert not problems, "\n".join(problems)
 
 
@@ -185,12 +202,13 @@ def test_every_third_party_import_in_fairnas_is_declared():
         if distributions & declared:
             continue
         if not files["required"] and distributions & optional:
-            continue                                 # imported only under try/except ImportError, from an extra
+            continue  # imported only under try/except ImportError, from an extra
         where = sorted(files["required"] or files["guarded"])
         kind = "an optional import of" if not files["required"] else "imported in"
-        problems.append(f"{'/'.join(sorted(distributions))} (module {module}, {kind} {', '.join(where[:3])}) is "
-                        "not declared in [project].dependencies" + (" nor in an extra" if not files["required"]
-                                                                    else ""))
+        problems.append(
+            f"{'/'.join(sorted(distributions))} (module {module}, {kind} {', '.join(where[:3])}) is "
+            "not declared in [project].dependencies" + (" nor in an extra" if not files["required"] else "")
+        )
     assert not problems, "\n".join(problems)
 
 
@@ -212,13 +230,19 @@ def test_the_import_scan_sees_static_lazy_dynamic_and_guarded_imports(tmp_path, 
         "try:\n"
         "    from syne_tune.optimizer import scheduler\n"
         "except ImportError as error:\n"
-        "    raise ValueError('needs syne-tune') from error\n")
+        "    raise ValueError('needs syne-tune') from error\n"
+    )
     monkeypatch.setattr(sys.modules[__name__], "CONF", tmp_path)
     (tmp_path / "x.yaml").write_text("_target_: torch.optim.SGD\n")
     found = imported_modules({PACKAGE / "example.py": source})
     assert {m: sorted(k for k, files in v.items() if files) for m, v in found.items()} == {
-        "numpy": ["required"], "PIL": ["required"], "scipy": ["required"], "imagecorruptions": ["required"],
-        "syne_tune": ["guarded"], "torch": ["required"]}
+        "numpy": ["required"],
+        "PIL": ["required"],
+        "scipy": ["required"],
+        "imagecorruptions": ["required"],
+        "syne_tune": ["guarded"],
+        "torch": ["required"],
+    }
     provides = import_names()
     assert "sklearn" in provides["scikit-learn"] and "PIL" in provides["pillow"]
     assert provided_by("syne_tune", {}) == {"syne-tune"}

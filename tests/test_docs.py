@@ -22,8 +22,14 @@ from PIL import Image
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-API_MODULES = ("fairnas.search", "fairnas.metrics", "fairnas.models", "fairnas.audits", "fairnas.tasks.runs",
-               "fairnas.data")
+API_MODULES = (
+    "fairnas.search",
+    "fairnas.metrics",
+    "fairnas.models",
+    "fairnas.audits",
+    "fairnas.tasks.runs",
+    "fairnas.data",
+)
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +38,24 @@ def site(tmp_path_factory) -> Path:
     site_dir = tmp_path_factory.mktemp("site")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}  # Material's banner about its own future, not about these docs
     started = time.perf_counter()
-    built = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file",
-                            str(REPO / "mkdocs.yml"), "--site-dir", str(site_dir)],
-                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "--config-file",
+            str(REPO / "mkdocs.yml"),
+            "--site-dir",
+            str(site_dir),
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     output = built.stdout + built.stderr
     assert built.returncode == 0, f"mkdocs build --strict failed:\n{output}"
     assert not re.search(r"^(WARNING|ERROR)\b", output, flags=re.MULTILINE), output
@@ -43,8 +64,7 @@ def site(tmp_path_factory) -> Path:
 
 
 def test_the_site_builds_strictly_with_every_page(site):
-    pages = sorted(path.relative_to(REPO / "docs").with_suffix("").as_posix()
-                   for path in (REPO / "docs").rglob("*.md"))
+    pages = sorted(path.relative_to(REPO / "docs").with_suffix("").as_posix() for path in (REPO / "docs").rglob("*.md"))
     for page in pages:
         built = site / ("index.html" if page == "index" else f"{page.removesuffix('/index')}/index.html")
         assert built.is_file(), f"docs/{page}.md was not built"
@@ -55,10 +75,24 @@ def test_the_site_builds_strictly_with_every_page(site):
 
 
 def _chromium(folder: Path, *arguments: str) -> subprocess.CompletedProcess:
-    return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                           "--disable-component-update", "--disable-sync", "--no-first-run",
-                           f"--user-data-dir={folder / 'profile'}", "--window-size=1000,1400", *arguments],
-                          check=True, capture_output=True, timeout=120)
+    return subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={folder / 'profile'}",
+            "--window-size=1000,1400",
+            *arguments,
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (Debian package chromium)")
@@ -67,7 +101,7 @@ def test_the_start_page_renders_in_headless_chromium(site, tmp_path):
     shot = tmp_path / "shot.png"
     _chromium(tmp_path, f"--screenshot={shot}", start)
     pixels = np.asarray(Image.open(shot).convert("RGB")).astype(int)
-    ink = (pixels.max(axis=2) < 160).mean()          # dark pixels: text, the header bar
+    ink = (pixels.max(axis=2) < 160).mean()  # dark pixels: text, the header bar
     assert pixels.std() > 20 and ink > 0.005, (pixels.std(), ink)  # a drawn page, not a blank one
     dom = _chromium(tmp_path, "--dump-dom", start).stdout.decode()
     assert "<title>fairnas</title>" in dom
@@ -89,12 +123,16 @@ def test_sphinx_roles_become_cross_references(tmp_path):
 
     package = tmp_path / "rolepkg"
     package.mkdir()
-    (package / "__init__.py").write_text('"""See :class:`Thing`, :mod:`.sub` and :func:`~rolepkg.sub.helper`."""\n'
-                                         "from rolepkg.sub import Thing\n")
-    (package / "sub.py").write_text('class Thing:\n    """A thing; :meth:`run` it, never :func:`nowhere`."""\n\n'
-                                    "    def run(self):\n        pass\n\n\ndef helper():\n    pass\n")
-    loaded = griffe.load("rolepkg", search_paths=[tmp_path],
-                         extensions=griffe.load_extensions(_extension().SphinxRoles))
+    (package / "__init__.py").write_text(
+        '"""See :class:`Thing`, :mod:`.sub` and :func:`~rolepkg.sub.helper`."""\nfrom rolepkg.sub import Thing\n'
+    )
+    (package / "sub.py").write_text(
+        'class Thing:\n    """A thing; :meth:`run` it, never :func:`nowhere`."""\n\n'
+        "    def run(self):\n        pass\n\n\ndef helper():\n    pass\n"
+    )
+    loaded = griffe.load(
+        "rolepkg", search_paths=[tmp_path], extensions=griffe.load_extensions(_extension().SphinxRoles)
+    )
     top, thing = loaded.docstring.value, loaded["sub"]["Thing"].docstring.value
     assert '<autoref identifier="rolepkg.sub.Thing" optional><code>Thing</code></autoref>' in top
     assert '<autoref identifier="rolepkg.sub" optional><code>sub</code></autoref>' in top

@@ -36,11 +36,21 @@ def benchmarks(tmp_path_factory):
 
 
 def evaluate_config(trained_run, benchmarks, tmp_path, *overrides):
-    return compose_config("evaluate", [
-        f"ckpt={trained_run / 'checkpoints' / 'last.ckpt'}", f"bin_dir={benchmarks / 'bins'}",
-        f"rfw_root={benchmarks / 'rfw'}", f"paths.cache_dir={tmp_path / 'cache'}", "benchmarks=[lfw,cfp_fp,rfw]",
-        "num_workers=0", "device=cpu", "logger=csv", *overrides,
-    ], output_dir=tmp_path / "eval")
+    return compose_config(
+        "evaluate",
+        [
+            f"ckpt={trained_run / 'checkpoints' / 'last.ckpt'}",
+            f"bin_dir={benchmarks / 'bins'}",
+            f"rfw_root={benchmarks / 'rfw'}",
+            f"paths.cache_dir={tmp_path / 'cache'}",
+            "benchmarks=[lfw,cfp_fp,rfw]",
+            "num_workers=0",
+            "device=cpu",
+            "logger=csv",
+            *overrides,
+        ],
+        output_dir=tmp_path / "eval",
+    )
 
 
 def test_evaluate_writes_the_transfer_tables(trained_run, benchmarks, tmp_path):
@@ -63,8 +73,9 @@ def test_evaluate_writes_the_transfer_tables(trained_run, benchmarks, tmp_path):
     assert fairness[["model", "benchmark"]].values.tolist() == [[LABEL, "rfw"]]
     assert {"error", "rank_disparity", "disparity", "ratio", "rank_ratio", "error_ratio"} <= set(fairness.columns)
     for race in RACES:
-        assert {f"error/{race}", f"rank/{race}", f"verification_accuracy/{race}", f"fmr/{race}",
-                f"fnmr/{race}"} <= set(fairness.columns)
+        assert {f"error/{race}", f"rank/{race}", f"verification_accuracy/{race}", f"fmr/{race}", f"fnmr/{race}"} <= set(
+            fairness.columns
+        )
     ranks = fairness[[f"rank/{race}" for race in RACES]].to_numpy()
     assert fairness["rank_disparity"].iloc[0] == pytest.approx(ranks.max() - ranks.min())
 
@@ -81,10 +92,17 @@ def test_evaluate_writes_the_transfer_tables(trained_run, benchmarks, tmp_path):
 
 def test_several_checkpoints_and_wandb(trained_run, benchmarks, tmp_path):
     checkpoints = [trained_run / "checkpoints" / "last.ckpt", next((trained_run / "checkpoints").glob("best*"))]
-    tables = evaluate(evaluate_config(
-        trained_run, benchmarks, tmp_path, f"ckpt=[{checkpoints[0]},{checkpoints[1]}]", "names=[last,best]",
-        "benchmarks=[lfw]", "logger=wandb",
-    ))
+    tables = evaluate(
+        evaluate_config(
+            trained_run,
+            benchmarks,
+            tmp_path,
+            f"ckpt=[{checkpoints[0]},{checkpoints[1]}]",
+            "names=[last,best]",
+            "benchmarks=[lfw]",
+            "logger=wandb",
+        )
+    )
     assert list(tables["accuracy"].index) == ["last", "best"]
     # Both checkpoints hold the same (only) epoch: identical rows.
     assert tables["accuracy"].loc["last", "lfw"] == tables["accuracy"].loc["best", "lfw"]
@@ -121,10 +139,22 @@ def test_loaded_run_embeds_like_the_trained_module_even_when_moved(trained_run, 
 def test_the_evaluate_command(trained_run, benchmarks, tmp_path):
     """``python evaluate.py ...`` end to end: exit 0, the accuracy table on the console and on disk."""
     result = subprocess.run(
-        [sys.executable, str(REPO / "evaluate.py"), f"ckpt={trained_run / 'checkpoints' / 'last.ckpt'}",
-         f"bin_dir={benchmarks / 'bins'}", "benchmarks=[lfw,cfp_fp]", f"paths.cache_dir={tmp_path / 'cache'}",
-         f"hydra.run.dir={tmp_path / 'eval'}", "num_workers=0", "logger=none"],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path, check=False,
+        [
+            sys.executable,
+            str(REPO / "evaluate.py"),
+            f"ckpt={trained_run / 'checkpoints' / 'last.ckpt'}",
+            f"bin_dir={benchmarks / 'bins'}",
+            "benchmarks=[lfw,cfp_fp]",
+            f"paths.cache_dir={tmp_path / 'cache'}",
+            f"hydra.run.dir={tmp_path / 'eval'}",
+            "num_workers=0",
+            "logger=none",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        check=False,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert re.search(rf"{LABEL}\s+\d+\.?\d*\s+\d+\.?\d*", result.stdout + result.stderr)

@@ -60,14 +60,24 @@ def test_celeba_male_is_the_default_group_and_other_attributes_are_metadata(tmp_
     assert set(frame["Young"].unique()) <= {0, 1}
     assert frame["path"].str.match(r"img_align_celeba/\d{6}\.jpg").all()
     assert (tmp_path / frame["path"]).map(lambda p: p.is_file()).all()
-    assert not set(LANDMARK_COLUMNS) & set(frame.columns)                 # no landmark file: no landmark columns
+    assert not set(LANDMARK_COLUMNS) & set(frame.columns)  # no landmark file: no landmark columns
 
 
 def test_celeba_landmarks_become_columns_when_their_file_is_there(tmp_path):
     write_celeba(tmp_path, landmarks=True)
     frame = read_celeba(tmp_path, split=SplitSpec(**SPLIT)).frame.set_index("path")
     assert frame.loc["img_align_celeba/000001.jpg", list(LANDMARK_COLUMNS)].tolist() == [
-        69, 109, 106, 113, 77, 142, 73, 152, 108, 154]
+        69,
+        109,
+        106,
+        113,
+        77,
+        142,
+        73,
+        152,
+        108,
+        154,
+    ]
     assert frame.loc["img_align_celeba/000002.jpg", "nose_y"] == 143
 
 
@@ -101,8 +111,9 @@ def test_celeba_counted_skips(tmp_path, caplog):
     (tmp_path / "img_align_celeba" / "000001.jpg").unlink()
     (tmp_path / "img_align_celeba" / "000002.jpg").write_bytes(b"truncated")
     attributes = (tmp_path / "list_attr_celeba.txt").read_text().splitlines()
-    (tmp_path / "list_attr_celeba.txt").write_text("\n".join(line for line in attributes
-                                                             if not line.startswith("000003.jpg")))
+    (tmp_path / "list_attr_celeba.txt").write_text(
+        "\n".join(line for line in attributes if not line.startswith("000003.jpg"))
+    )
     with caplog.at_level(logging.WARNING):
         table = read_celeba(tmp_path, split=SplitSpec(**SPLIT), verify_images=True)
     assert len(table.frame) == 77
@@ -230,10 +241,16 @@ def test_rfw_benchmark_pairs_per_race(tmp_path, caplog):
     first = pairs.iloc[0]
     images = benchmark.images["path"]
     assert (images[first.left], images[first.right], first.same) == (
-        "data/African/m.0af0/m.0af0_0001.jpg", "data/African/m.0af0/m.0af0_0002.jpg", True)
+        "data/African/m.0af0/m.0af0_0001.jpg",
+        "data/African/m.0af0/m.0af0_0002.jpg",
+        True,
+    )
     mismatched = pairs.iloc[2]
     assert (images[mismatched.left], images[mismatched.right], mismatched.same) == (
-        "data/African/m.0af0/m.0af0_0001.jpg", "data/African/m.0af1/m.0af1_0002.jpg", False)
+        "data/African/m.0af0/m.0af0_0001.jpg",
+        "data/African/m.0af1/m.0af1_0002.jpg",
+        False,
+    )
 
 
 def test_folders_with_attribute_csv(tmp_path, caplog):
@@ -244,8 +261,13 @@ def test_folders_with_attribute_csv(tmp_path, caplog):
     rows = [f"person{k},{'ab'[k % 2]},{20 + k}" for k in range(9)]  # person9 has no row
     (tmp_path / "people.csv").write_text("identity,skin,age\n" + "\n".join(rows) + "\n")
     with caplog.at_level(logging.WARNING):
-        table = read_folders(tmp_path, attribute="skin", attributes="people.csv", images="faces",
-                             split=SplitSpec(**{"fractions": [0.5, 0.25, 0.25]}))
+        table = read_folders(
+            tmp_path,
+            attribute="skin",
+            attributes="people.csv",
+            images="faces",
+            split=SplitSpec(**{"fractions": [0.5, 0.25, 0.25]}),
+        )
     assert set(table.frame["skin"]) == {"a", "b"} and table.frame["age"].notna().all()
     assert table.frame["path"].iloc[0] == "faces/person0/0.jpg"
     assert "folders: skipped 3 images of 1 identities without a 'skin' value in people.csv" in caplog.text
@@ -261,7 +283,9 @@ def test_lfw_pairs_txt(tmp_path):
     assert len(pairs) == 12 and pairs["fold"].tolist() == [0] * 6 + [1] * 6
     assert pairs["same"].tolist() == [True, True, True, False, False, False] * 2
     assert (images[pairs.left[3]], images[pairs.right[3]]) == (
-        "lfw/Aaron_Peirsol/Aaron_Peirsol_0001.jpg", "lfw/Abel_Pacheco/Abel_Pacheco_0001.jpg")
+        "lfw/Aaron_Peirsol/Aaron_Peirsol_0001.jpg",
+        "lfw/Abel_Pacheco/Abel_Pacheco_0001.jpg",
+    )
     assert set(pairs["group"]) == {"all"} and benchmark.attribute is None
 
 
@@ -303,12 +327,26 @@ def test_packed_bin_refuses_code_and_wrong_structure(tmp_path):
 
 def format_config(tmp_path, data: str, root, *overrides: str):
     """The training config on a format fixture: tiny images, CPU, one epoch (the tiny_config pattern)."""
-    return compose_config("train", [
-        f"data={data}", f"data.root={root}", "data.num_workers=0", "data.transforms.image_size=16",
-        "data.transforms.resize=20", "data.batch_size=8", "data.eval_batch_size=64", "embedding_dim=32",
-        "trainer.accelerator=cpu", "trainer.max_epochs=1", "trainer.enable_progress_bar=false",
-        "trainer.enable_model_summary=false", "logger=csv", *overrides,
-    ], output_dir=tmp_path / "run")
+    return compose_config(
+        "train",
+        [
+            f"data={data}",
+            f"data.root={root}",
+            "data.num_workers=0",
+            "data.transforms.image_size=16",
+            "data.transforms.resize=20",
+            "data.batch_size=8",
+            "data.eval_batch_size=64",
+            "embedding_dim=32",
+            "trainer.accelerator=cpu",
+            "trainer.max_epochs=1",
+            "trainer.enable_progress_bar=false",
+            "trainer.enable_model_summary=false",
+            "logger=csv",
+            *overrides,
+        ],
+        output_dir=tmp_path / "run",
+    )
 
 
 @pytest.mark.parametrize("data", ["celeba", "vggface2"])
@@ -353,10 +391,10 @@ def test_a_run_saved_before_data_root_loads_and_relocates(trained_run, tmp_path)
     torch.save(state, checkpoint)
 
     run = load_run(old)
-    assert run.config.data.table.root == root and "root" not in run.config.data.keys()
+    assert run.config.data.table.root == root and "root" not in run.config.data
     assert len(run.data().splits["test"]) == 24  # the tiny synthetic set, read back from its cache
     elsewhere = tmp_path / "elsewhere"
     shutil.copytree(root, elsewhere)
     relocated = load_run(old, data_root=str(elsewhere))
-    assert relocated.config.data.table.root == str(elsewhere) and "root" not in relocated.config.data.keys()
+    assert relocated.config.data.table.root == str(elsewhere) and "root" not in relocated.config.data
     assert relocated.data().table.root.is_relative_to(elsewhere)

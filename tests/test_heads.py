@@ -180,8 +180,9 @@ def test_heads_reject_bad_arguments(name, kwargs, message):
         make_head(name, EMBEDDING_DIM, NUM_CLASSES, **kwargs)
 
 
-@pytest.mark.parametrize(("name", "head_cls"), [("cosface", CosFaceHead), ("arcface", ArcFaceHead),
-                                                 ("magface", MagFaceHead)])
+@pytest.mark.parametrize(
+    ("name", "head_cls"), [("cosface", CosFaceHead), ("arcface", ArcFaceHead), ("magface", MagFaceHead)]
+)
 def test_head_configs_build_their_head_with_the_config_settings(name, head_cls):
     head = make_head(name, EMBEDDING_DIM, NUM_CLASSES, scale=30.0)
     assert type(head) is head_cls and head.scale == 30.0

@@ -23,8 +23,13 @@ def imports_by_unit() -> dict[str, set[str]]:
     for path in PACKAGE.rglob("*.py"):
         source = unit(".".join(("fairnas", *path.relative_to(PACKAGE).with_suffix("").parts)))
         for node in ast.walk(ast.parse(path.read_text())):
-            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else \
-                [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else []
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module]
+                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+                else []
+            )
             graph[source].update(unit(name) for name in names if name.startswith("fairnas.") and unit(name) != source)
     return graph
 

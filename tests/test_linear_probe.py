@@ -47,10 +47,18 @@ def test_probe_needs_two_groups():
 
 
 def test_evaluate_writes_the_probe_table(trained_run, tmp_path):
-    cfg = compose_config("evaluate", [
-        f"ckpt={trained_run / 'checkpoints' / 'last.ckpt'}", "benchmarks=[]", "linear_probe.enabled=true",
-        "num_workers=0", "device=cpu", "logger=none",
-    ], output_dir=tmp_path)
+    cfg = compose_config(
+        "evaluate",
+        [
+            f"ckpt={trained_run / 'checkpoints' / 'last.ckpt'}",
+            "benchmarks=[]",
+            "linear_probe.enabled=true",
+            "num_workers=0",
+            "device=cpu",
+            "logger=none",
+        ],
+        output_dir=tmp_path,
+    )
     tables = evaluate(cfg)
     saved = pd.read_csv(tmp_path / "linear_probe.csv", index_col="model")
     assert list(saved.columns) == [*LAYERS, "chance", "n_train", "n_test"]

@@ -53,11 +53,21 @@ THREE_GROUPS = dict(
 def test_two_groups_rank_by_identity_with_ties_and_zero_denominators():
     metrics = face_identification_metrics(**TWO_GROUPS, normalize=False)
     expected = {
-        "n_probes": 4.0, "rank": 5 / 4, "error": 0.5, "accuracy": 0.5,
-        "n_probes/m": 2.0, "rank/m": 2.5, "error/m": 1.0, "accuracy/m": 0.0,
-        "n_probes/f": 2.0, "rank/f": 0.0, "error/f": 0.0, "accuracy/f": 1.0,
+        "n_probes": 4.0,
+        "rank": 5 / 4,
+        "error": 0.5,
+        "accuracy": 0.5,
+        "n_probes/m": 2.0,
+        "rank/m": 2.5,
+        "error/m": 1.0,
+        "accuracy/m": 0.0,
+        "n_probes/f": 2.0,
+        "rank/f": 0.0,
+        "error/f": 0.0,
+        "accuracy/f": 1.0,
         # default order is sorted: g0 = f, g1 = m
-        "rank_disparity": 2.5, "disparity": 1.0,
+        "rank_disparity": 2.5,
+        "disparity": 1.0,
         "ratio": math.inf,  # |1 - A_f / A_m| = |1 - 1 / 0|
         "rank_ratio": 1.0,  # |1 - 0 / 2.5|
         "error_ratio": 1.0,  # |1 - 0 / 1|
@@ -96,10 +106,22 @@ def test_singletons_are_gallery_but_not_probes():
 def test_three_groups_use_max_min_forms():
     metrics = face_identification_metrics(**THREE_GROUPS, normalize=False)
     expected = {
-        "n_probes": 18.0, "rank": 6 / 18, "error": 4 / 18, "accuracy": 14 / 18,
-        "rank/a": 1 / 4, "error/a": 1 / 4, "accuracy/a": 3 / 4, "n_probes/a": 4.0,
-        "rank/b": 1 / 8, "error/b": 1 / 8, "accuracy/b": 7 / 8, "n_probes/b": 8.0,
-        "rank/c": 2 / 3, "error/c": 1 / 3, "accuracy/c": 2 / 3, "n_probes/c": 6.0,
+        "n_probes": 18.0,
+        "rank": 6 / 18,
+        "error": 4 / 18,
+        "accuracy": 14 / 18,
+        "rank/a": 1 / 4,
+        "error/a": 1 / 4,
+        "accuracy/a": 3 / 4,
+        "n_probes/a": 4.0,
+        "rank/b": 1 / 8,
+        "error/b": 1 / 8,
+        "accuracy/b": 7 / 8,
+        "n_probes/b": 8.0,
+        "rank/c": 2 / 3,
+        "error/c": 1 / 3,
+        "accuracy/c": 2 / 3,
+        "n_probes/c": 6.0,
         "rank_disparity": 2 / 3 - 1 / 8,
         "disparity": 7 / 8 - 2 / 3,
         "ratio": (7 / 8) / (2 / 3) - 1,
@@ -303,7 +325,7 @@ def test_read_only_numpy_embeddings_are_accepted_without_warning(recwarn):
 def test_non_finite_embeddings_are_refused_not_ranked(bad, rows):
     """NaN compares False with everything: ranked, it would score error 0 and rank disparity 0."""
     embeddings = TWO_GROUPS["embeddings"].astype(np.float32).copy()
-    embeddings[:1 if rows == "one" else None] = bad
+    embeddings[: 1 if rows == "one" else None] = bad
     with pytest.raises(NonFiniteEmbeddingsError, match=r"rows hold NaN or inf values"):
         face_identification_metrics(**{**TWO_GROUPS, "embeddings": embeddings})
 
@@ -313,8 +335,9 @@ def test_probes_of_groups_outside_the_order_are_reported_under_no_group():
     codes = np.array([{"a": 0, "b": 1}.get(group, -1) for group in THREE_GROUPS["groups"]])
     names = group_names(codes, ["a", "b"])
     assert set(names) == {"a", "b", OUTSIDE_GROUP_ORDER}
-    listed = face_identification_metrics(THREE_GROUPS["embeddings"], THREE_GROUPS["identities"], names,
-                                         group_order=["a", "b"], normalize=False)
+    listed = face_identification_metrics(
+        THREE_GROUPS["embeddings"], THREE_GROUPS["identities"], names, group_order=["a", "b"], normalize=False
+    )
     everything = face_identification_metrics(**THREE_GROUPS, normalize=False)
     for key in ("error", "rank", "n_probes"):
         assert listed[key] == everything[key]  # every probe counts overall and every image is in the gallery

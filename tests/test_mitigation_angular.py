@@ -32,10 +32,13 @@ def target_and_rest(logits, labels):
     return target, rest
 
 
-@pytest.mark.parametrize(("head_name", "target"), [
-    ("cosface", lambda cos, m: cos - m),
-    ("arcface", lambda cos, m: torch.cos(torch.acos(cos) + m)),
-])
+@pytest.mark.parametrize(
+    ("head_name", "target"),
+    [
+        ("cosface", lambda cos, m: cos - m),
+        ("arcface", lambda cos, m: torch.cos(torch.acos(cos) + m)),
+    ],
+)
 def test_disadvantaged_group_gets_the_larger_margin_on_the_logits(head_name, target):
     head, embeddings, batch, module = batch_and_module(head_name, margin=0.3)
     margins = GroupMargins(EXTRA, group="g1")(batch=batch, embeddings=embeddings, module=module)
@@ -58,8 +61,9 @@ def test_magface_adds_the_extra_margin_to_its_magnitude_margin():
     logits = head(embeddings, batch["label"], margin=margins).logits
     cos = head.cosine(embeddings).gather(1, batch["label"][:, None]).squeeze(1)
     theta = torch.acos(cos.clamp(-1 + 1e-6, 1 - 1e-6))
-    expected_target = torch.where(theta + expected <= math.pi, torch.cos(theta + expected),
-                                  cos - expected * torch.sin(expected))
+    expected_target = torch.where(
+        theta + expected <= math.pi, torch.cos(theta + expected), cos - expected * torch.sin(expected)
+    )
     assert torch.allclose(logits.gather(1, batch["label"][:, None]).squeeze(1), SCALE * expected_target, atol=1e-5)
 
 
@@ -71,8 +75,11 @@ def test_disadvantaged_group_is_the_lower_validation_accuracy_of_the_reference_r
 
 def test_bad_settings_are_named():
     head, embeddings, batch, module = batch_and_module("cosface")
-    with pytest.raises(ValueError, match=r"mitigation.group='g7' is not a protected group of the data; groups: "
-                                         r"\['g0', 'g1'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"mitigation.group='g7' is not a protected group of the data; groups: "
+        r"\['g0', 'g1'\]",
+    ):
         GroupMargins(EXTRA, group="g7")(batch=batch, embeddings=embeddings, module=module)
     with pytest.raises(ValueError, match="mitigation.extra_margin=-0.1 must be non-negative"):
         GroupMargins(-0.1, group="g0")
@@ -87,7 +94,7 @@ def test_before_the_group_is_measured_every_sample_gets_the_heads_margin():
     assert torch.equal(policy(batch=batch, embeddings=embeddings, module=module), head.default_margin(embeddings))
 
 
-@pytest.mark.filterwarnings("ignore:You are trying to `self.log\(\)`")
+@pytest.mark.filterwarnings(r"ignore:You are trying to `self.log\(\)`")
 def test_training_step_passes_the_policy_margins_to_the_head(tiny_config):
     from fairnas.tasks.runs import build_model
 
@@ -107,8 +114,10 @@ def test_without_a_group_the_worse_group_is_measured_after_every_epoch(tiny_conf
     metrics = train(tiny_config("mitigation=angular", "trainer.max_epochs=3", output_dir=tmp_path / "run"))
     logged = pd.read_csv(tmp_path / "run" / "csv" / "version_0" / "metrics.csv")
     accuracies = logged.dropna(subset=["val/accuracy/g0"])[["val/accuracy/g0", "val/accuracy/g1"]].to_numpy()
-    expected = [{"epoch": epoch, "group": ["g0", "g1"][int(g1 < g0)]}  # the lower accuracy; ties: the first
-                for epoch, (g0, g1) in enumerate(accuracies, start=1)]
+    expected = [
+        {"epoch": epoch, "group": ["g0", "g1"][int(g1 < g0)]}  # the lower accuracy; ties: the first
+        for epoch, (g0, g1) in enumerate(accuracies, start=1)
+    ]
     assert len(expected) == 3 and metrics["mitigation"]["measurements"] == expected
     assert metrics["mitigation"]["group"] == expected[-1]["group"]
     assert logged["mitigation/group"].dropna().tolist() == [float(m["group"] == "g1") for m in expected]
@@ -119,9 +128,14 @@ def test_a_continued_run_goes_on_with_the_measured_groups(tiny_config, tmp_path)
     common = ("mitigation=angular", "mitigation.extra_margin=0.3", "scheduler.horizon_epochs=3", "logger=none")
     direct = train(tiny_config(*common, "trainer.max_epochs=3", output_dir=tmp_path / "direct"))
     train(tiny_config(*common, "trainer.max_epochs=1", output_dir=tmp_path / "short"))
-    continued = train(tiny_config(*common, "trainer.max_epochs=3",
-                                  f"resume_from={tmp_path / 'short' / 'checkpoints' / 'last.ckpt'}",
-                                  output_dir=tmp_path / "continued"))
+    continued = train(
+        tiny_config(
+            *common,
+            "trainer.max_epochs=3",
+            f"resume_from={tmp_path / 'short' / 'checkpoints' / 'last.ckpt'}",
+            output_dir=tmp_path / "continued",
+        )
+    )
     assert continued["mitigation"] == direct["mitigation"]
     for stage in ("val", "test"):
         assert continued[stage] == pytest.approx(direct[stage], rel=1e-5)

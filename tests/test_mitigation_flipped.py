@@ -82,8 +82,9 @@ def test_new_labels_are_uniform_over_the_other_identities():
 
 
 def write_metrics(path, accuracies):
-    path.write_text(json.dumps({"group_order": list(accuracies),
-                                "val": {f"accuracy/{g}": a for g, a in accuracies.items()}}))
+    path.write_text(
+        json.dumps({"group_order": list(accuracies), "val": {f"accuracy/{g}": a for g, a in accuracies.items()}})
+    )
     return path
 
 
@@ -102,12 +103,18 @@ def test_without_a_group_nothing_is_flipped_until_it_is_measured():
     assert np.array_equal(flip(labels, groups, epoch=3), labels)
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"fraction": 1.5, "group": "a"}, r"mitigation.fraction=1.5 must lie in \[0, 1\]"),
-    ({"fraction": 0.3, "group": "a", "redraw": "x"}, r"^mitigation.redraw='x' must be one of batch, run$"),
-    ({"fraction": 0.3, "warmup_epochs": 0}, r"^mitigation.warmup_epochs=0 must be a positive integer$"),
-    ({"fraction": 0.3, "reference_metrics": "/no/metrics.json"}, "mitigation.reference_metrics: '/no/metrics.json'"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"fraction": 1.5, "group": "a"}, r"mitigation.fraction=1.5 must lie in \[0, 1\]"),
+        ({"fraction": 0.3, "group": "a", "redraw": "x"}, r"^mitigation.redraw='x' must be one of batch, run$"),
+        ({"fraction": 0.3, "warmup_epochs": 0}, r"^mitigation.warmup_epochs=0 must be a positive integer$"),
+        (
+            {"fraction": 0.3, "reference_metrics": "/no/metrics.json"},
+            "mitigation.reference_metrics: '/no/metrics.json'",
+        ),
+    ],
+)
 def test_bad_settings_are_named(kwargs, message):
     with pytest.raises((ValueError, FileNotFoundError), match=message):
         FlipGroupLabels(**kwargs)
@@ -123,17 +130,30 @@ def trained_labels(tiny_config, tmp_path, *overrides):
     """Train with ``overrides`` (12-image batches: none of the 96 training images is dropped); the labels each
     training step used, as an [epochs, images] array, the clean labels and groups, and metrics.json."""
     record = tmp_path / "labels.csv"
-    metrics = train(tiny_config("logger=none", "data.batch_size=12", "+callbacks.record._target_=tests.helpers."
-                                "RecordTrainingLabels", f"+callbacks.record.path={record}", *overrides,
-                                output_dir=tmp_path / "run"))
+    metrics = train(
+        tiny_config(
+            "logger=none",
+            "data.batch_size=12",
+            "+callbacks.record._target_=tests.helpers.RecordTrainingLabels",
+            f"+callbacks.record.path={record}",
+            *overrides,
+            output_dir=tmp_path / "run",
+        )
+    )
     rows = pd.read_csv(record).pivot(index="epoch", columns="index", values="label")
     clean = build_datamodule(tiny_config())
     return rows.to_numpy(), clean.train_labels, clean.train_groups(), metrics
 
 
 def test_training_flips_the_stated_share_of_the_named_group_anew_every_epoch(tiny_config, tmp_path):
-    used, clean, groups, metrics = trained_labels(tiny_config, tmp_path, "mitigation=flipped", "mitigation.group=g0",
-                                                  "mitigation.fraction=0.5", "trainer.max_epochs=2")
+    used, clean, groups, metrics = trained_labels(
+        tiny_config,
+        tmp_path,
+        "mitigation=flipped",
+        "mitigation.group=g0",
+        "mitigation.fraction=0.5",
+        "trainer.max_epochs=2",
+    )
     changed = used != clean
     for epoch in range(2):
         assert changed[epoch].sum() == round(0.5 * (groups == "g0").sum()) > 0
@@ -144,14 +164,21 @@ def test_training_flips_the_stated_share_of_the_named_group_anew_every_epoch(tin
 
 
 def test_run_redraw_flips_the_same_labels_in_every_epoch(tiny_config, tmp_path):
-    used, clean, _, _ = trained_labels(tiny_config, tmp_path, "mitigation=flipped", "mitigation.group=g1",
-                                       "mitigation.redraw=run", "trainer.max_epochs=2")
+    used, clean, _, _ = trained_labels(
+        tiny_config,
+        tmp_path,
+        "mitigation=flipped",
+        "mitigation.group=g1",
+        "mitigation.redraw=run",
+        "trainer.max_epochs=2",
+    )
     assert np.array_equal(used[0], used[1]) and (used[0] != clean).any()
 
 
 def test_without_a_group_the_better_group_is_measured_after_the_warmup(tiny_config, tmp_path):
-    used, clean, groups, metrics = trained_labels(tiny_config, tmp_path, "mitigation=flipped", "trainer.max_epochs=2",
-                                                  "logger=csv")
+    used, clean, groups, metrics = trained_labels(
+        tiny_config, tmp_path, "mitigation=flipped", "trainer.max_epochs=2", "logger=csv"
+    )
     measured = metrics["mitigation"]
     assert measured["measured"] and measured["measurements"] == [{"epoch": 1, "group": measured["group"]}]
     logged = pd.read_csv(tmp_path / "run" / "csv" / "version_0" / "metrics.csv")

@@ -2,8 +2,9 @@
 command's own checks, up to the point where the command would read data or a checkpoint (nothing is trained or
 loaded).
 
-Collected from README.md, CONTRIBUTING.md and every page of the docs site (``docs/**/*.md``): every ``python <entry>.py ...`` (any ``python``, ``python3.11``, ``.venv/bin/python``;
-the top-level scripts only, not ``bench/``) and ``fairnas-<entry> ...`` command line, for the entries train, search,
+Collected from README.md, CONTRIBUTING.md and every page of the docs site (``docs/**/*.md``): every
+``python <entry>.py ...`` (any ``python``, ``python3.11``, ``.venv/bin/python``; the top-level scripts only, not
+``bench/``) and ``fairnas-<entry> ...`` command line, for the entries train, search,
 evaluate, audit and compare, wherever it appears: lines of fenced code blocks (``\\`` continuations joined),
 indented code lines, and inline code spans (also spans that wrap across lines, e.g. in tables and prose). Shell
 syntax is read with :func:`shlex.split` (quotes, trailing ``# comments``), ``&&`` / ``;`` / ``|`` separate
@@ -54,9 +55,9 @@ DOCUMENTS = [README, REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").rglob("*.
 ENTRIES = ("train", "search", "evaluate", "audit", "compare")
 SEPARATORS = {"&&", "||", ";", "|"}
 PLACEHOLDERS = {
-    "<run>": "2024-01-01_12-00-00",      # a run folder of outputs/train/
+    "<run>": "2024-01-01_12-00-00",  # a run folder of outputs/train/
     "<baseline>": "2024-01-01_12-00-00",
-    "<name>": "dpn_paper_local",         # a search's name (outputs/search/<name>)
+    "<name>": "dpn_paper_local",  # a search's name (outputs/search/<name>)
     "<search>": "outputs/search/dpn_paper_local",
 }
 DATA_INFO = {"n_groups": 2, "num_classes": 10, "group_order": ["g0", "g1"]}  # what training records from the data
@@ -98,11 +99,11 @@ def entry_command(tokens: list[str], kind: str) -> tuple[str, list[str]] | None:
         if name.startswith("fairnas-") and name.removeprefix("fairnas-") in ENTRIES:
             if kind == "inline" and k + 1 == len(tokens):  # the command's name in the text
                 return None
-            return name.removeprefix("fairnas-"), tokens[k + 1:]
+            return name.removeprefix("fairnas-"), tokens[k + 1 :]
         if re.fullmatch(r"python[\d.]*", name) and k + 1 < len(tokens):
             script = Path(tokens[k + 1])
             if script.parent == Path(".") and script.suffix == ".py" and script.stem in ENTRIES:
-                return script.stem, tokens[k + 2:]
+                return script.stem, tokens[k + 2 :]
             return None
     return None
 
@@ -113,8 +114,9 @@ def document_commands(path: Path) -> list[tuple[str, int, str, str, list[str] | 
     name = path.relative_to(REPO).as_posix()
     commands = []
     for number, kind, snippet in code_snippets(path.read_text()):
-        if not re.search(r"(python[\d.]*\s+(\./)?(%s)\.py|fairnas-(%s))" % ("|".join(ENTRIES), "|".join(ENTRIES)),
-                         snippet):
+        if not re.search(
+            r"(python[\d.]*\s+(\./)?({})\.py|fairnas-({}))".format("|".join(ENTRIES), "|".join(ENTRIES)), snippet
+        ):
             continue
         try:
             tokens = shlex.split(snippet, comments=True)
@@ -257,8 +259,11 @@ def check_loading_command(entry: str, cfg, monkeypatch) -> None:
         getattr(module, entry)(cfg)
 
 
-@pytest.mark.parametrize(("document", "line", "source", "entry", "arguments"), COMMANDS,
-                         ids=[f"{document}:{line}: {source.strip()[:80]}" for document, line, source, _, _ in COMMANDS])
+@pytest.mark.parametrize(
+    ("document", "line", "source", "entry", "arguments"),
+    COMMANDS,
+    ids=[f"{document}:{line}: {source.strip()[:80]}" for document, line, source, _, _ in COMMANDS],
+)
 def test_readme_command_composes(document, line, source, entry, arguments, tmp_path, monkeypatch):
     assert entry in ENTRIES, f"{document}:{line} does not parse as a shell line: {arguments}"
     monkeypatch.chdir(tmp_path)  # relative paths of the command (outputs/...) land here if anything writes
@@ -281,16 +286,24 @@ def test_the_readme_commands_are_found():
     by_entry = {entry: [line for _, line, _, e, _ in COMMANDS if e == entry] for entry in ENTRIES}
     assert all(by_entry.values()), by_entry
     documents = {document for document, *_ in COMMANDS}
-    assert {"README.md", "CONTRIBUTING.md", "docs/getting_started.md", "docs/search.md",
-            "docs/search_strategies.md", "docs/audits.md"} <= documents, sorted(documents)
+    assert {
+        "README.md",
+        "CONTRIBUTING.md",
+        "docs/getting_started.md",
+        "docs/search.md",
+        "docs/search_strategies.md",
+        "docs/audits.md",
+    } <= documents, sorted(documents)
     readme = [source for document, _, source, _, _ in COMMANDS if document == "README.md"]
     assert {entry for document, _, _, entry, _ in COMMANDS if document == "README.md"} == set(ENTRIES)  # the tour
     assert any(source.startswith("python3.11 -m venv") for source in readme)  # the set-up line, after `&&`
     sources = [source for _, _, source, _, _ in COMMANDS]
     assert any("data=celeba data.root=" in source for source in sources)  # a table cell
-    assert any(source.startswith("python compare.py front=") and "train_overrides" in source
-               for source in sources)  # an inline span wrapping onto the next line
-    assert any("search.dask_scheduler_file" in source and "train_overrides" in source
-               for source in sources)  # a `\` continuation
+    assert any(
+        source.startswith("python compare.py front=") and "train_overrides" in source for source in sources
+    )  # an inline span wrapping onto the next line
+    assert any(
+        "search.dask_scheduler_file" in source and "train_overrides" in source for source in sources
+    )  # a `\` continuation
     for path in DOCUMENTS:
         assert "data.table.root" not in path.read_text(), path

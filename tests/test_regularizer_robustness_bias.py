@@ -34,8 +34,9 @@ def regularizer_value(embedder, head, batch, **options):
     regularizer = RobustnessBiasRegularizer(**{"weight": 1.0, "tau": 0.02, "temperature": 0.01, **options})
     embeddings = embedder(batch["image"])
     module = types.SimpleNamespace(head=head)
-    return regularizer(batch=batch, embeddings=embeddings, logits=head(embeddings, batch["label"]).logits,
-                       module=module), embeddings
+    return regularizer(
+        batch=batch, embeddings=embeddings, logits=head(embeddings, batch["label"]).logits, module=module
+    ), embeddings
 
 
 @pytest.mark.parametrize("backbone", ["dpn", "timm"])
@@ -80,8 +81,9 @@ def two_class_batch(points, labels, groups):
 def hand_built_value(batch, **options):
     """The regulariser on :func:`two_class_batch`, with an identity embedder and head."""
     head = lambda embeddings, labels=None: types.SimpleNamespace(logits=embeddings)  # noqa: E731
-    regularizer = RobustnessBiasRegularizer(**{"weight": 1.0, "tau": 0.1, "temperature": 0.01,
-                                               "pixel_std": (1.0,), **options})
+    regularizer = RobustnessBiasRegularizer(
+        **{"weight": 1.0, "tau": 0.1, "temperature": 0.01, "pixel_std": (1.0,), **options}
+    )
     embeddings = batch["image"] * 1.0
     value = regularizer(batch=batch, embeddings=embeddings, logits=embeddings, module=types.SimpleNamespace(head=head))
     return value.detach()
@@ -106,7 +108,7 @@ def test_eq_2_7_is_the_default():
 def test_a_group_without_a_correct_sample_contributes_no_gap():
     # group 0: one correct sample (s ~ 1); group 1: misclassified only; group 2: one correct sample near tau.
     batch = two_class_batch([[3.0, 0.0], [0.0, 3.0], [0.2, 0.0]], [0, 0, 0], [0, 1, 2])
-    smooth = torch.sigmoid((torch.tensor([3.0, 0.2]) / 2 ** 0.5 - 0.1) / 0.01)
+    smooth = torch.sigmoid((torch.tensor([3.0, 0.2]) / 2**0.5 - 0.1) / 0.01)
     assert float(hand_built_value(batch)) == pytest.approx(float((smooth[0] - smooth[1]).abs()), abs=1e-6)
     only_one_correct = two_class_batch([[3.0, 0.0], [0.0, 3.0]], [0, 0], [0, 1])
     assert float(hand_built_value(only_one_correct)) == 0.0
@@ -127,7 +129,7 @@ def test_pixel_std_scales_the_distance():
 def test_is_zero_without_two_groups_in_the_batch():
     embedder, head = embedder_for("dpn").eval(), make_head("cosface", 32, 4)
     batch = biased_batch()
-    batch["group"] = torch.where(batch["group"] == 1, -1, 0)   # one group plus images outside the group order
+    batch["group"] = torch.where(batch["group"] == 1, -1, 0)  # one group plus images outside the group order
     value, _ = regularizer_value(embedder, head, batch)
     assert float(value) == 0.0
 
@@ -140,22 +142,32 @@ def test_requires_input_gradients():
         regularizer_value(embedder, head, batch)
 
 
-@pytest.mark.parametrize("options, match", [
-    ({"weight": -1, "tau": 0.1}, "weight=-1"), ({"weight": 1, "tau": -0.1}, "tau=-0.1"),
-    ({"weight": 1, "tau": 0.1, "temperature": 0}, "temperature=0"),
-    ({"weight": 1, "tau": 0.1, "pixel_std": [0.5, 0.0, 0.5]}, "pixel_std"),
-    ({"weight": 1, "tau": 0.1, "normalize": "some"}, "normalize='some' must be one of correct, all"),
-])
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        ({"weight": -1, "tau": 0.1}, "weight=-1"),
+        ({"weight": 1, "tau": -0.1}, "tau=-0.1"),
+        ({"weight": 1, "tau": 0.1, "temperature": 0}, "temperature=0"),
+        ({"weight": 1, "tau": 0.1, "pixel_std": [0.5, 0.0, 0.5]}, "pixel_std"),
+        ({"weight": 1, "tau": 0.1, "normalize": "some"}, "normalize='some' must be one of correct, all"),
+    ],
+)
 def test_bad_options_are_rejected(options, match):
     with pytest.raises(ValueError, match=match):
         RobustnessBiasRegularizer(**options)
 
 
 def test_training_with_the_regularizer_config_logs_its_term(tiny_config, tmp_path):
-    cfg = tiny_config("regularizer=robustness_bias", "regularizer.robustness_bias.weight=2.5",
-                      "regularizer.robustness_bias.tau=0.1", "data.transforms.std=[0.25,0.25,0.25]",
-                      "+trainer.limit_train_batches=2", "trainer.log_every_n_steps=1", "eval.robustness_bias=false",
-                      output_dir=tmp_path / "run")
+    cfg = tiny_config(
+        "regularizer=robustness_bias",
+        "regularizer.robustness_bias.weight=2.5",
+        "regularizer.robustness_bias.tau=0.1",
+        "data.transforms.std=[0.25,0.25,0.25]",
+        "+trainer.limit_train_batches=2",
+        "trainer.log_every_n_steps=1",
+        "eval.robustness_bias=false",
+        output_dir=tmp_path / "run",
+    )
     node = cfg.regularizer.robustness_bias
     assert (node.weight, node.tau, list(node.pixel_std)) == (2.5, 0.1, [0.25, 0.25, 0.25])
     metrics = train(cfg)

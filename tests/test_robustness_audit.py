@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -21,8 +22,11 @@ def trained_run(tmp_path_factory, cache_dir):
     from tests.conftest import TINY_DATA
 
     run = tmp_path_factory.mktemp("robustness") / "run"
-    cfg = compose_config("train", [*TINY_DATA, f"paths.cache_dir={cache_dir}", "logger=csv", *FAST_HOOK,
-                                   "eval.robustness.estimator.steps=5"], output_dir=run)
+    cfg = compose_config(
+        "train",
+        [*TINY_DATA, f"paths.cache_dir={cache_dir}", "logger=csv", *FAST_HOOK, "eval.robustness.estimator.steps=5"],
+        output_dir=run,
+    )
     return run, train(cfg)
 
 
@@ -41,8 +45,14 @@ def test_training_reports_robustness_bias_per_stage_and_group(trained_run):
 
 def test_robustness_evaluation_waits_for_the_last_epoch(tiny_config, tmp_path):
     metrics_file = tmp_path / "run" / "csv" / "version_0" / "metrics.csv"
-    train(tiny_config(*FAST_HOOK, "estimator@eval.robustness.estimator=linear", "trainer.max_epochs=2",
-                      output_dir=tmp_path / "run"))
+    train(
+        tiny_config(
+            *FAST_HOOK,
+            "estimator@eval.robustness.estimator=linear",
+            "trainer.max_epochs=2",
+            output_dir=tmp_path / "run",
+        )
+    )
     logged = pd.read_csv(metrics_file)
     per_epoch = logged.dropna(subset=["val/error"]).set_index("epoch")["val/robustness_bias"]
     assert per_epoch.index.tolist() == [0, 1]
@@ -56,24 +66,39 @@ def test_bad_robustness_settings_fail_before_training(tiny_config, tmp_path):
 
 
 def audit_config(run: Path, output_dir: Path, *overrides: str):
-    return compose_config("audit", [f"ckpt={run / 'checkpoints' / 'last.ckpt'}", "logger=csv",
-                                    "audits=[robustness_bias]", "robustness_bias.max_probes=20",
-                                    "robustness_bias.estimators.deepfool.steps=10",
-                                    "robustness_bias.estimators.smoothing.n=200",
-                                    "robustness_bias.estimators.smoothing.n0=20", *overrides], output_dir=output_dir)
+    return compose_config(
+        "audit",
+        [
+            f"ckpt={run / 'checkpoints' / 'last.ckpt'}",
+            "logger=csv",
+            "audits=[robustness_bias]",
+            "robustness_bias.max_probes=20",
+            "robustness_bias.estimators.deepfool.steps=10",
+            "robustness_bias.estimators.smoothing.n=200",
+            "robustness_bias.estimators.smoothing.n0=20",
+            *overrides,
+        ],
+        output_dir=output_dir,
+    )
 
 
 def test_audit_writes_distances_scores_curves_and_plots(trained_run, tmp_path):
     run, _ = trained_run
-    summary = audit(audit_config(run, tmp_path, "robustness_bias.methods=[deepfool,smoothing,linear]",
-                                 "robustness_bias.partitions=[group,identity]"))["audits"]["robustness_bias"]
+    summary = audit(
+        audit_config(
+            run,
+            tmp_path,
+            "robustness_bias.methods=[deepfool,smoothing,linear]",
+            "robustness_bias.partitions=[group,identity]",
+        )
+    )["audits"]["robustness_bias"]
     folder = tmp_path / "robustness_bias"
     distances = pd.read_csv(folder / "distances.csv")
     assert len(distances) == summary["n_probes"] == 20
     assert {"path", "identity", "group", "label", "deepfool", "smoothing", "linear"} <= set(distances.columns)
     assert (distances[["deepfool", "smoothing", "linear"]] >= 0).all().all()
     first_images = {path for path in distances["path"] if path.endswith("/000.png")}
-    assert not first_images                                        # each identity's first image is its template
+    assert not first_images  # each identity's first image is its template
 
     scores = pd.read_csv(folder / "scores.csv")
     group = scores[(scores["method"] == "deepfool") & (scores["partition"] == "group")].set_index("member")
@@ -100,16 +125,19 @@ def test_audit_of_the_training_split_uses_the_trained_head(trained_run, tmp_path
     assert distances["label"].max() < json.loads((run / "metrics.json").read_text())["num_classes"]
 
 
-@pytest.mark.parametrize("overrides, match", [
-    (["robustness_bias.methods=[pgd]"], "methods=\\['pgd'\\] must name entries of robustness_bias.estimators"),
-    (["split=holdout"], "split='holdout' is not a split"),
-    (["robustness_bias.partitions=[race]"], "partitions=\\['race'\\]"),
-    (["robustness_bias.estimators.deepfool.steps=0"], "deepfool.steps=0"),
-    (["robustness_bias.max_probes=0"], "max_probes=0 must be a positive integer"),
-    (["audits=[shap]"], "unknown audit 'shap'"),
-    (["audits=[]"], "name at least one audit"),
-    (["audits=[corruptions]", "split=train"], "split=train: only robustness_bias and linear_probe"),
-])
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (["robustness_bias.methods=[pgd]"], "methods=\\['pgd'\\] must name entries of robustness_bias.estimators"),
+        (["split=holdout"], "split='holdout' is not a split"),
+        (["robustness_bias.partitions=[race]"], "partitions=\\['race'\\]"),
+        (["robustness_bias.estimators.deepfool.steps=0"], "deepfool.steps=0"),
+        (["robustness_bias.max_probes=0"], "max_probes=0 must be a positive integer"),
+        (["audits=[shap]"], "unknown audit 'shap'"),
+        (["audits=[]"], "name at least one audit"),
+        (["audits=[corruptions]", "split=train"], "split=train: only robustness_bias and linear_probe"),
+    ],
+)
 def test_bad_audit_settings_fail_before_loading(tmp_path, overrides, match):
     with pytest.raises((ValueError, InstantiationException), match=match):
         audit(audit_config(tmp_path / "missing_run", tmp_path, *overrides))

@@ -22,8 +22,8 @@ def test_share_beyond_counts_strictly_greater_distances():
 def test_scores_match_hand_computed_auc_and_sigma():
     report = robustness_bias_report(DISTANCES, GROUPS, n_points=11)
     scores = report.scores.set_index("member")
-    assert report.tau_max == 1.0                                      # largest finite distance
-    assert scores.loc["a", "auc"] == pytest.approx((0 + 0.5 + 1 + 1) / 4)   # inf counts as tau_max
+    assert report.tau_max == 1.0  # largest finite distance
+    assert scores.loc["a", "auc"] == pytest.approx((0 + 0.5 + 1 + 1) / 4)  # inf counts as tau_max
     assert scores.loc["b", "auc"] == pytest.approx((0.2 + 0.2 + 0.4 + 0.6) / 4)
     assert scores.loc["a", "sigma"] == pytest.approx(0.625 - 0.35)
     assert scores.loc["b", "sigma"] == pytest.approx(-(0.625 - 0.35))
@@ -35,10 +35,10 @@ def test_scores_match_hand_computed_auc_and_sigma():
 def test_curves_hold_i_p_and_rb_at_each_tau():
     report = robustness_bias_report(DISTANCES, GROUPS, n_points=11)
     a = report.curves[report.curves["member"] == "a"].set_index("tau")
-    at = a.iloc[3]                                                    # tau = 0.3
+    at = a.iloc[3]  # tau = 0.3
     assert a.index[3] == pytest.approx(0.3)
-    assert at["share"] == 0.75 and at["share_rest"] == 0.5           # I_a(0.3), I_b(0.3)
-    assert at["rb"] == pytest.approx(0.25)                           # eq. 2.2
+    assert at["share"] == 0.75 and at["share_rest"] == 0.5  # I_a(0.3), I_b(0.3)
+    assert at["rb"] == pytest.approx(0.25)  # eq. 2.2
     assert len(report.curves) == 2 * 11
 
 
@@ -67,13 +67,16 @@ def test_no_finite_distance_gives_zero_scores():
     assert report.tau_max == 0.0 and report.robustness_bias == 0.0
 
 
-@pytest.mark.parametrize("distances, groups, order, match", [
-    (np.array([0.1, -0.2]), ["a", "b"], None, "non-negative"),
-    (np.array([0.1, math.nan]), ["a", "b"], None, "non-negative"),
-    (np.array([0.1, 0.2]), ["a", "a"], None, ">= 2 partition members"),
-    (np.array([0.1, 0.2]), ["a", "b"], ["a", "c"], "without samples \\['c'\\]"),
-    (np.array([0.1, 0.2, 0.3]), ["a", "b"], None, "equal length"),
-])
+@pytest.mark.parametrize(
+    "distances, groups, order, match",
+    [
+        (np.array([0.1, -0.2]), ["a", "b"], None, "non-negative"),
+        (np.array([0.1, math.nan]), ["a", "b"], None, "non-negative"),
+        (np.array([0.1, 0.2]), ["a", "a"], None, ">= 2 partition members"),
+        (np.array([0.1, 0.2]), ["a", "b"], ["a", "c"], "without samples \\['c'\\]"),
+        (np.array([0.1, 0.2, 0.3]), ["a", "b"], None, "equal length"),
+    ],
+)
 def test_bad_input_is_rejected(distances, groups, order, match):
     with pytest.raises(ValueError, match=match):
         robustness_bias_report(distances, groups, order)

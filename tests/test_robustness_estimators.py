@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hydra.errors import InstantiationException
 import torch
 import torch.nn.functional as F
+from hydra.errors import InstantiationException
 from torchvision.transforms import v2
 
 from fairnas.robustness import (
@@ -32,13 +32,16 @@ def test_estimator_configs_build_their_estimator_with_options():
     assert isinstance(from_config("estimator", "linear"), LinearizedDistance)
 
 
-@pytest.mark.parametrize("method, options, match", [
-    ("deepfool", {"candidates": 1}, "candidates=1 must be >= 2"),
-    ("deepfool", {"steps": 0}, "deepfool.steps=0 must be a positive integer"),
-    ("cw", {"stepsize": 0}, "must be positive"),
-    ("smoothing", {"alpha": 0.5}, "alpha=0.5 must lie in"),
-    ("smoothing", {"n": 0}, "smoothing.n=0"),
-])
+@pytest.mark.parametrize(
+    "method, options, match",
+    [
+        ("deepfool", {"candidates": 1}, "candidates=1 must be >= 2"),
+        ("deepfool", {"steps": 0}, "deepfool.steps=0 must be a positive integer"),
+        ("cw", {"stepsize": 0}, "must be positive"),
+        ("smoothing", {"alpha": 0.5}, "alpha=0.5 must lie in"),
+        ("smoothing", {"n": 0}, "smoothing.n=0"),
+    ],
+)
 def test_bad_estimator_options_fail_with_the_key(method, options, match):
     with pytest.raises(InstantiationException, match=match):
         from_config("estimator", method, **options)
@@ -66,7 +69,7 @@ def test_split_enrolment_keeps_a_probe_per_identity_and_single_images_as_templat
     identities = np.array([5, 5, 7, 5, 7, 9, 5])
     enrol, probes = split_enrolment(identities, gallery_images=1)
     assert enrol.tolist() == [0, 2, 5] and probes.tolist() == [1, 3, 4, 6]
-    enrol, probes = split_enrolment(identities, gallery_images=5)   # at most n - 1 enrol
+    enrol, probes = split_enrolment(identities, gallery_images=5)  # at most n - 1 enrol
     assert enrol.tolist() == [0, 1, 2, 3, 5] and probes.tolist() == [4, 6]
     with pytest.raises(ValueError, match="gallery_images=0"):
         split_enrolment(identities, 0)

@@ -23,8 +23,9 @@ N_FEATURES, N_CLASSES = 12, 4
 @pytest.fixture(scope="module")
 def logistic_regression():
     """(model, inputs in [0, 1], labels, exact distances) with a few misclassified inputs among 48."""
-    features, labels = make_blobs(n_samples=400, centers=N_CLASSES, n_features=N_FEATURES, cluster_std=2.5,
-                                  center_box=(-4, 4), random_state=0)
+    features, labels = make_blobs(
+        n_samples=400, centers=N_CLASSES, n_features=N_FEATURES, cluster_std=2.5, center_box=(-4, 4), random_state=0
+    )
     features = np.clip((features + 10) / 20, 0, 1)
     fitted = LogisticRegression(max_iter=2000).fit(features, labels)
     model = nn.Linear(N_FEATURES, N_CLASSES).eval()
@@ -71,9 +72,11 @@ def test_first_order_distance_is_the_runner_up_hyperplane_distance(logistic_regr
     assert (found >= exact * (1 - 1e-4)).all()
 
 
-@pytest.mark.parametrize("estimator", [DeepFool(steps=50, overshoot=0.02),
-                                       CarliniWagnerL2(binary_search_steps=5, steps=100, stepsize=0.01)],
-                         ids=["deepfool", "cw"])
+@pytest.mark.parametrize(
+    "estimator",
+    [DeepFool(steps=50, overshoot=0.02), CarliniWagnerL2(binary_search_steps=5, steps=100, stepsize=0.01)],
+    ids=["deepfool", "cw"],
+)
 def test_attacks_never_go_below_the_exact_distance_and_come_close(logistic_regression, estimator):
     model, inputs, labels, exact = logistic_regression
     found = estimator(model, inputs, labels)

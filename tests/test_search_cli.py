@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import pandas as pd
 import pytest
 
-from fairnas.tasks.cli import run_cli
 from fairnas.config import compose_config
+from fairnas.tasks.cli import run_cli
 from fairnas.tasks.search import run_face_search
 from tests.conftest import TINY_DATA
 
@@ -18,8 +17,13 @@ def search_config(tmp_path, cache_dir, *overrides, train=()):
     train_overrides = [*TINY_DATA, f"paths.cache_dir={cache_dir}", "logger=none", *train]
     return compose_config(
         "search",
-        ["search.train_overrides=[" + ",".join(f"'{o}'" for o in train_overrides) + "]", "search.min_budget=1", "search.max_budget=2",
-         "search.name=tiny", *overrides],
+        [
+            "search.train_overrides=[" + ",".join(f"'{o}'" for o in train_overrides) + "]",
+            "search.min_budget=1",
+            "search.max_budget=2",
+            "search.name=tiny",
+            *overrides,
+        ],
         output_dir=tmp_path / "search",
     )
 
@@ -108,9 +112,22 @@ def test_resuming_with_other_train_overrides_is_refused_before_any_trial(tmp_pat
 
 def test_a_trial_whose_weights_go_non_finite_at_its_last_step_is_crashed_and_off_the_front(tmp_path, cache_dir):
     """NaN weights after the last optimiser step reach validation: the trial must crash, never score (0, 0)."""
-    poison = ("+callbacks.poison._target_=tests.helpers.NonFiniteWeightsAtLastStep", "+callbacks.poison.head=CosFaceHead")
-    result = run_face_search(search_config(tmp_path, cache_dir, "search.strategy=random", "search.n_trials=4",
-                                           "search.min_budget=1", "search.max_budget=1", "logger=none", train=poison))
+    poison = (
+        "+callbacks.poison._target_=tests.helpers.NonFiniteWeightsAtLastStep",
+        "+callbacks.poison.head=CosFaceHead",
+    )
+    result = run_face_search(
+        search_config(
+            tmp_path,
+            cache_dir,
+            "search.strategy=random",
+            "search.n_trials=4",
+            "search.min_budget=1",
+            "search.max_budget=1",
+            "logger=none",
+            train=poison,
+        )
+    )
     trials = result.trials
     poisoned = trials["head"] == "cosface"
     assert poisoned.any() and (~poisoned).any()

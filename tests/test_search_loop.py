@@ -122,7 +122,9 @@ def test_crashes_nan_and_missing_objectives_are_recorded_and_the_search_goes_on(
     assert kinds == {"raised", "out of memory", "nan", "missing"}
     assert not set(result.pareto_front["config_id"]) & set(crashed["config_id"])
     succeeded = trials[trials["status"] == "success"]
-    infinite = succeeded["config"].map(lambda config: json.loads(config)["x0"] < 0.2 and json.loads(config)["x2"] <= 0.8)
+    infinite = succeeded["config"].map(
+        lambda config: json.loads(config)["x0"] < 0.2 and json.loads(config)["x2"] <= 0.8
+    )
     assert infinite.any() and (succeeded.loc[infinite, "f2"] == 50.0).all()
     assert (succeeded.loc[infinite, "error_message"] == "f2=+inf capped at 50").all()
     assert succeeded.loc[~infinite, "error_message"].fillna("").eq("").all()
@@ -219,9 +221,13 @@ def test_resuming_with_a_space_that_sets_other_keys_or_other_invariants_is_refus
         return {"hyperparameters": {"x0": {"type": "float", "lower": 0.0, "upper": 1.0, "key": key}}}
 
     def search(target, key, invariants):
-        return run_search(target, space(key), SearchSettings(["f1", "f2"], min_budget=1, max_budget=4, n_trials=2,
-                                                             strategy="random"),
-                          output_dir=tmp_path / "search", invariants=invariants)
+        return run_search(
+            target,
+            space(key),
+            SearchSettings(["f1", "f2"], min_budget=1, max_budget=4, n_trials=2, strategy="random"),
+            output_dir=tmp_path / "search",
+            invariants=invariants,
+        )
 
     search(lambda c, s, b: {"f1": c["x0"], "f2": 1 - c["x0"]}, "model.a", {"data": ["d=1"]})
     with pytest.raises(ValueError, match=r"different \['space_keys'\]"):

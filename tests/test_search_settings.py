@@ -58,17 +58,21 @@ def test_lists_of_an_omegaconf_node_become_tuples_and_numbers_floats():
 
 def test_resume_invariant_settings_are_what_search_json_holds():
     invariant = SearchSettings(**VALID, seed=3, n_workers=2).resume_invariant()
-    assert json.loads(json.dumps(invariant)) == invariant == {
-        "strategy": "smac",
-        "objectives": ["f1", "f2"],
-        "min_budget": 1.0,
-        "max_budget": 4.0,
-        "eta": 2,
-        "scheduler": "hyperband",
-        "multi_objective": "parego",
-        "rho": 0.05,
-        "objective_weights": None,
-        "crash_cost": [1000.0, 1000.0],
-        "seed": 3,
-        "population_size": 20,
-    }
+    assert (
+        json.loads(json.dumps(invariant))
+        == invariant
+        == {
+            "strategy": "smac",
+            "objectives": ["f1", "f2"],
+            "min_budget": 1.0,
+            "max_budget": 4.0,
+            "eta": 2,
+            "scheduler": "hyperband",
+            "multi_objective": "parego",
+            "rho": 0.05,
+            "objective_weights": None,
+            "crash_cost": [1000.0, 1000.0],
+            "seed": 3,
+            "population_size": 20,
+        }
+    )

@@ -60,8 +60,9 @@ def test_each_strategy_searches_the_analytic_problem(tmp_path, strategy):
 
 
 def test_every_hyperparameter_type_and_condition_of_a_space_file(tmp_path, strategy):
-    result = _search(tmp_path, target=_mixed_target, space=MIXED_SPACE, strategy=strategy, n_trials=14,
-                     population_size=4)
+    result = _search(
+        tmp_path, target=_mixed_target, space=MIXED_SPACE, strategy=strategy, n_trials=14, population_size=4
+    )
     trials = result.trials
     assert (trials["status"] == "success").all(), trials["error_message"].tolist()
     assert trials["lr_adam"].isna().tolist() == (trials["optimizer"] == "sgd").tolist()
@@ -74,8 +75,9 @@ def test_the_paper_space_gets_only_valid_conditional_configurations(tmp_path, st
         assert ("lr_sgd" in config) == (config["optimizer"] == "sgd")
         return {"f1": config["op0"] / 8 + 1 / budget, "f2": config.get("lr_adam", config.get("lr_sgd"))}
 
-    result = _search(tmp_path, target=target, space=SPACES / "dpn_paper.yaml", strategy=strategy, n_trials=12,
-                     population_size=4)
+    result = _search(
+        tmp_path, target=target, space=SPACES / "dpn_paper.yaml", strategy=strategy, n_trials=12, population_size=4
+    )
     assert (result.trials["status"] == "success").all(), result.trials["error_message"].tolist()
 
 
@@ -116,8 +118,14 @@ def test_the_stopping_rules_hold(tmp_path, strategy, limit):
 
 def test_a_small_space_is_searched_until_exhausted_without_repeats(tmp_path, strategy):
     space = {"hyperparameters": {"x0": {"type": "categorical", "choices": [0.1, 0.5, 0.9], "key": "x0"}}}
-    result = _search(tmp_path, target=lambda c, s, b: {"f1": c["x0"], "f2": 1 - c["x0"]}, space=space,
-                     strategy=strategy, n_trials=30, population_size=4)
+    result = _search(
+        tmp_path,
+        target=lambda c, s, b: {"f1": c["x0"], "f2": 1 - c["x0"]},
+        space=space,
+        strategy=strategy,
+        n_trials=30,
+        population_size=4,
+    )
     trials = result.trials
     assert not trials.duplicated(["config_id", "budget"]).any() and set(trials["x0"]) == {0.1, 0.5, 0.9}
     assert len(trials) < 30
@@ -178,9 +186,19 @@ def test_moasha_without_syne_tune_stops_before_any_trial_with_the_install_line(t
 
 @pytest.mark.parametrize(
     ("strategy_overrides", "budgets"),
-    [(("search.strategy=moasha", "search.n_trials=3"), [1.0, 2.0, 1.0]),
-     (("search.strategy=nsga2", "search.max_budget=1", "search.n_trials=2", "search.population_size=2",
-       "search.final_seeds=1"), [1.0, 1.0])],
+    [
+        (("search.strategy=moasha", "search.n_trials=3"), [1.0, 2.0, 1.0]),
+        (
+            (
+                "search.strategy=nsga2",
+                "search.max_budget=1",
+                "search.n_trials=2",
+                "search.population_size=2",
+                "search.final_seeds=1",
+            ),
+            [1.0, 1.0],
+        ),
+    ],
     ids=STRATEGIES,
 )
 def test_search_py_runs_each_strategy_on_faces(tmp_path, cache_dir, strategy_overrides, budgets):

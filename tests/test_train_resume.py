@@ -18,24 +18,32 @@ from tests.conftest import TINY_DATA
 
 REPO = Path(__file__).resolve().parents[1]
 # Three epochs, a fixed schedule horizon, and augmentation and dropout draws that a continuation must repeat.
-RUN = ["logger=none", "trainer.max_epochs=3", "scheduler.horizon_epochs=3", "data.transforms.hflip=0.5",
-       "dropout=0.3"]
+RUN = ["logger=none", "trainer.max_epochs=3", "scheduler.horizon_epochs=3", "data.transforms.hflip=0.5", "dropout=0.3"]
 
 
-@pytest.mark.parametrize(("overrides", "message"), [
-    (["resume=always"], r"^resume='always'; allowed: null, auto$"),
-    (["resume=auto", "resume_from=/runs/a/last.ckpt"], r"^resume=auto conflicts with resume_from=/runs/a/last\.ckpt"),
-])
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["resume=always"], r"^resume='always'; allowed: null, auto$"),
+        (
+            ["resume=auto", "resume_from=/runs/a/last.ckpt"],
+            r"^resume=auto conflicts with resume_from=/runs/a/last\.ckpt",
+        ),
+    ],
+)
 def test_bad_resume_is_one_line_naming_the_key(tiny_config, tmp_path, overrides, message):
     with pytest.raises(ValueError, match=message):
         train(tiny_config(*overrides, output_dir=tmp_path / "run"))
     assert not (tmp_path / "run" / "config.yaml").exists()
 
 
-@pytest.mark.parametrize("data_path", [
-    pytest.param(["data.in_memory=true"], id="in_memory"),
-    pytest.param(["data.in_memory=false", "data.num_workers=2"], id="file_path_2_workers"),
-])
+@pytest.mark.parametrize(
+    "data_path",
+    [
+        pytest.param(["data.in_memory=true"], id="in_memory"),
+        pytest.param(["data.in_memory=false", "data.num_workers=2"], id="file_path_2_workers"),
+    ],
+)
 def test_killed_run_resumed_with_auto_equals_the_uninterrupted_run(cache_dir, tmp_path, data_path):
     """All three runs are ``python train.py`` processes: the same command is what a user re-runs, and in-process
     runs could differ from a subprocess in thread settings an earlier test changed (float summation order). With

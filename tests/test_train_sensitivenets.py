@@ -26,8 +26,11 @@ def test_sensitivenets_without_checkpoint_trains_its_baseline_first_and_reuses_i
     assert baseline_config.output_dir == str(baseline)
     pretrained = torch.load(checkpoint, weights_only=True)["state_dict"]
     trained = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
-    extractor = {name.replace("embedder.", "embedder.extractor.", 1): tensor
-                 for name, tensor in pretrained.items() if name.startswith("embedder.")}
+    extractor = {
+        name.replace("embedder.", "embedder.extractor.", 1): tensor
+        for name, tensor in pretrained.items()
+        if name.startswith("embedder.")
+    }
     assert extractor and all(torch.equal(trained[name], tensor) for name, tensor in extractor.items())
 
     written = checkpoint.stat().st_mtime_ns
@@ -37,6 +40,9 @@ def test_sensitivenets_without_checkpoint_trains_its_baseline_first_and_reuses_i
 
 def test_sensitivenets_settings_are_checked_before_the_baseline_trains(tiny_config, tmp_path):
     with pytest.raises(InstantiationException, match="mitigation hidden_layers=-1"):
-        train(tiny_config("mitigation=sensitivenets", "mitigation.hidden_layers=-1", "logger=none",
-                          output_dir=tmp_path / "run"))
+        train(
+            tiny_config(
+                "mitigation=sensitivenets", "mitigation.hidden_layers=-1", "logger=none", output_dir=tmp_path / "run"
+            )
+        )
     assert not (tmp_path / "run" / "baseline").exists()

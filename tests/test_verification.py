@@ -64,8 +64,9 @@ def test_kfold_accuracy_matches_brute_force_with_ties():
 def test_frvt_rates_at_the_global_threshold_by_hand():
     rates = frvt_error_rates(SCORES, SAME, GROUPS, target_fmr=0.25)
     # Lowest threshold with at most 1 of 4 impostors accepted: 0.6. Rejected genuine: 0.4 (group b).
-    assert rates == pytest.approx({"threshold": 0.6, "fmr": 0.25, "fnmr": 0.25,
-                                   "fmr/a": 0.0, "fnmr/a": 0.0, "fmr/b": 0.5, "fnmr/b": 0.5})
+    assert rates == pytest.approx(
+        {"threshold": 0.6, "fmr": 0.25, "fnmr": 0.25, "fmr/a": 0.0, "fnmr/a": 0.0, "fmr/b": 0.5, "fnmr/b": 0.5}
+    )
     assert set(frvt_error_rates(SCORES, SAME, target_fmr=0.25)) == {"threshold", "fmr", "fnmr"}
 
 

@@ -12,8 +12,9 @@ Attention-IoU of two maps (Eq. 1): B(M1, M2) = <M̂1, M̂2>_F / ||(M̂1 + M̂2) 
 is 1 for identical maps, 0 for disjoint ones, invariant to scaling a map and to integer nearest-neighbour
 resizing of both, and NaN when a map is all zero. The **heatmap score** is B(identity map, attribute map); the
 **mask score** of a region is B(identity map, region mask), with region masks from the data set's ``mask``
-column or, for CelebA, soft masks from its five landmarks (:mod:`fairnas.data.masks`; the paper downsamples masks to the map's size, here maps are compared at the
-image's size). Scores are averaged per group and per correct/incorrect identification with bootstrap 95% CIs.
+column or, for CelebA, soft masks from its five landmarks (:mod:`fairnas.data.masks`; the paper downsamples
+masks to the map's size, here maps are compared at the image's size). Scores are averaged per group and per
+correct/incorrect identification with bootstrap 95% CIs.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 from matplotlib.figure import Figure
-from PIL import Image
 from omegaconf import DictConfig
+from PIL import Image
 from pytorch_grad_cam import GradCAM
 from scipy import stats
 from sklearn.linear_model import LogisticRegression
@@ -33,8 +34,14 @@ from torchvision.transforms import InterpolationMode, v2
 
 from fairnas.audits.base import AuditData, AuditResult, progress
 from fairnas.audits.identification import PixelPipeline, cap_per_group, embed_arrays, enrol_gallery
-from fairnas.data.masks import (LANDMARK_COLUMNS, MASK_COLUMN, MASK_PARTS, landmark_region_maps, read_label_map,
-                                region_maps)
+from fairnas.data.masks import (
+    LANDMARK_COLUMNS,
+    MASK_COLUMN,
+    MASK_PARTS,
+    landmark_region_maps,
+    read_label_map,
+    region_maps,
+)
 
 POOLING = (nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool2d)
 
@@ -52,8 +59,11 @@ def feature_map_layer(embedder: nn.Module, image_size: int) -> nn.Module:
     """The last module (in execution order) whose output is a spatial map [B, C, H, W] before the first global
     pooling; a backbone that turns its maps into tokens after that (a ViT) is refused."""
     outputs: list[tuple[nn.Module, object]] = []
-    hooks = [module.register_forward_hook(lambda module, _, output: outputs.append((module, output)))
-             for module in embedder.modules() if module is not embedder]
+    hooks = [
+        module.register_forward_hook(lambda module, _, output: outputs.append((module, output)))
+        for module in embedder.modules()
+        if module is not embedder
+    ]
     try:
         with torch.no_grad():
             embedder(torch.zeros(1, 3, image_size, image_size, device=next(embedder.parameters()).device))
@@ -61,11 +71,15 @@ def feature_map_layer(embedder: nn.Module, image_size: int) -> nn.Module:
         for hook in hooks:
             hook.remove()
     pooled = next((i for i, (module, _) in enumerate(outputs) if isinstance(module, POOLING)), len(outputs))
-    maps = [i for i, (_, output) in enumerate(outputs[:pooled]) if isinstance(output, torch.Tensor) and output.ndim == 4]
+    maps = [
+        i for i, (_, output) in enumerate(outputs[:pooled]) if isinstance(output, torch.Tensor) and output.ndim == 4
+    ]
     tokens = [i for i, (_, output) in enumerate(outputs) if isinstance(output, torch.Tensor) and output.ndim == 3]
     if not maps or (tokens and tokens[-1] > maps[-1]):
-        raise ValueError(f"attention_iou: {type(embedder).__name__} has no spatial feature map before its "
-                         "embedding (token backbones such as ViTs are not supported)")
+        raise ValueError(
+            f"attention_iou: {type(embedder).__name__} has no spatial feature map before its "
+            "embedding (token backbones such as ViTs are not supported)"
+        )
     return outputs[maps[-1]][0]
 
 
@@ -102,8 +116,9 @@ def audit(model, data: AuditData, config: DictConfig) -> AuditResult:
     """Heatmap and mask scores of ``data``'s probes under ``model`` (needs ``model.embedder``, an nn.Module)."""
     check_config(config)
     pipeline = PixelPipeline(data.transforms)
-    gallery = enrol_gallery(model, data, pipeline, gallery_images=config.gallery_images,
-                            max_probes_per_group=config.max_probes_per_group)
+    gallery = enrol_gallery(
+        model, data, pipeline, gallery_images=config.gallery_images, max_probes_per_group=config.max_probes_per_group
+    )
     predicted, _ = gallery.identify(gallery.clean_embeddings, gallery.probe_rows)
     groups = data.datamodule.group_index(data.frame)[gallery.probe_rows]
     weight, bias = _group_probe(model, data, pipeline, config.probe_images)
@@ -118,17 +133,25 @@ def audit(model, data: AuditData, config: DictConfig) -> AuditResult:
     identity_maps, group_maps = np.concatenate(identity_maps), np.concatenate(group_maps)
 
     frame = data.frame.iloc[gallery.probe_rows]
-    probes = pd.DataFrame({"path": frame["path"].to_numpy(), "identity": frame["identity"].astype(str).to_numpy(),
-                           "group": np.asarray(data.group_order)[groups],
-                           "correct": predicted == gallery.labels[gallery.probe_rows],
-                           "heatmap_score": attention_iou(identity_maps, group_maps)})
+    probes = pd.DataFrame(
+        {
+            "path": frame["path"].to_numpy(),
+            "identity": frame["identity"].astype(str).to_numpy(),
+            "group": np.asarray(data.group_order)[groups],
+            "correct": predicted == gallery.labels[gallery.probe_rows],
+            "heatmap_score": attention_iou(identity_maps, group_maps),
+        }
+    )
     masks = _probe_masks(frame, data.root, pipeline)
     if masks is not None:
         for index, part in enumerate(MASK_PARTS):
             probes[f"mask_{part}"] = attention_iou(identity_maps, masks[:, index])
     scores = _score_table(probes, data.group_order, config.n_bootstrap, data.seed)
-    figures = {"heatmaps": _heatmap_figure(identity_maps, group_maps, np.stack(gallery.clean),
-                                           probes["group"].to_numpy(), data.group_order)}
+    figures = {
+        "heatmaps": _heatmap_figure(
+            identity_maps, group_maps, np.stack(gallery.clean), probes["group"].to_numpy(), data.group_order
+        )
+    }
     if masks is not None:
         figures["mask_scores"] = _mask_figure(scores, data.group_order)
     summary = _summary(scores, probes)
@@ -139,8 +162,7 @@ def _group_probe(model, data: AuditData, pipeline: PixelPipeline, n_images: int)
     """Per group (weight [D], bias) of a logistic-regression probe of the group on training embeddings."""
     train = data.datamodule.splits["train"]
     groups = data.datamodule.group_index(train)
-    rows = cap_per_group(np.flatnonzero(groups >= 0), groups[groups >= 0], n_images // len(data.group_order),
-                         data.seed)
+    rows = cap_per_group(np.flatnonzero(groups >= 0), groups[groups >= 0], n_images // len(data.group_order), data.seed)
     images = [pipeline.load(data.root / path) for path in train["path"].iloc[rows]]
     embeddings = embed_arrays(model, pipeline, images, data.batch_size).numpy()
     probe = LogisticRegression(max_iter=2000).fit(embeddings, groups[rows])
@@ -156,10 +178,10 @@ def _probe_masks(frame: pd.DataFrame, root, pipeline: PixelPipeline) -> np.ndarr
     (bilinear), else None."""
     resize = (pipeline.resize, pipeline.resize)
     if MASK_COLUMN in frame.columns:
-        geometry = v2.Compose([v2.Resize(resize, interpolation=InterpolationMode.NEAREST),
-                               v2.CenterCrop(pipeline.image_size)])
-        return np.stack([region_maps(np.asarray(geometry(read_label_map(root / path))))
-                         for path in frame[MASK_COLUMN]])
+        geometry = v2.Compose(
+            [v2.Resize(resize, interpolation=InterpolationMode.NEAREST), v2.CenterCrop(pipeline.image_size)]
+        )
+        return np.stack([region_maps(np.asarray(geometry(read_label_map(root / path)))) for path in frame[MASK_COLUMN]])
     if set(LANDMARK_COLUMNS) <= set(frame.columns):
         geometry = v2.Compose([v2.Resize(resize, antialias=True), v2.CenterCrop(pipeline.image_size)])
         maps = []
@@ -177,26 +199,38 @@ def _score_table(probes: pd.DataFrame, group_order: list[str], n_bootstrap: int,
     columns = [c for c in probes.columns if c == "heatmap_score" or c.startswith("mask_")]
     for group in group_order:
         for outcome, selected in (("all", None), ("correct", True), ("incorrect", False)):
-            subset = probes[(probes["group"] == group) & ((probes["correct"] == selected) if selected is not None
-                                                           else True)]
+            subset = probes[
+                (probes["group"] == group) & ((probes["correct"] == selected) if selected is not None else True)
+            ]
             for column in columns:
                 values = subset[column].dropna().to_numpy()
                 low, high = _bootstrap_ci(values, n_bootstrap, seed)
-                rows.append({"score": column, "group": group, "outcome": outcome, "n": len(values),
-                             "mean": values.mean() if len(values) else np.nan, "ci_low": low, "ci_high": high})
+                rows.append(
+                    {
+                        "score": column,
+                        "group": group,
+                        "outcome": outcome,
+                        "n": len(values),
+                        "mean": values.mean() if len(values) else np.nan,
+                        "ci_low": low,
+                        "ci_high": high,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
 def _bootstrap_ci(values: np.ndarray, n_bootstrap: int, seed: int) -> tuple[float, float]:
     if len(values) < 2 or np.ptp(values) == 0:
         return (float(values[0]),) * 2 if len(values) else (np.nan, np.nan)
-    result = stats.bootstrap((values,), np.mean, n_resamples=n_bootstrap, method="percentile",
-                             random_state=np.random.default_rng(seed))
+    result = stats.bootstrap(
+        (values,), np.mean, n_resamples=n_bootstrap, method="percentile", random_state=np.random.default_rng(seed)
+    )
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
-def _heatmap_figure(identity_maps: np.ndarray, group_maps: np.ndarray, images: np.ndarray, groups: np.ndarray,
-                    group_order: list[str]) -> Figure:
+def _heatmap_figure(
+    identity_maps: np.ndarray, group_maps: np.ndarray, images: np.ndarray, groups: np.ndarray, group_order: list[str]
+) -> Figure:
     """Average identity and group-probe heatmaps per group over the group's average probe image (rows: target,
     columns: group)."""
     figure = Figure(figsize=(2.4 * len(group_order), 5), layout="constrained")
@@ -220,8 +254,14 @@ def _mask_figure(scores: pd.DataFrame, group_order: list[str]) -> Figure:
     for offset, group in enumerate(group_order):
         rows = table[table["group"] == group]
         x = np.arange(len(rows)) + offset * width
-        axis.bar(x, rows["mean"], width, yerr=[rows["mean"] - rows["ci_low"], rows["ci_high"] - rows["mean"]],
-                 label=group, capsize=2)
+        axis.bar(
+            x,
+            rows["mean"],
+            width,
+            yerr=[rows["mean"] - rows["ci_low"], rows["ci_high"] - rows["mean"]],
+            label=group,
+            capsize=2,
+        )
     axis.set_xticks(np.arange(len(MASK_PARTS)) + 0.4 - width / 2, MASK_PARTS, rotation=30)
     axis.set(ylabel="mask score B(identity map, region)", title="Where the identity map looks")
     axis.legend(title="group")
@@ -234,17 +274,19 @@ def _summary(scores: pd.DataFrame, probes: pd.DataFrame) -> dict:
     summary = {"n_probes": len(probes), "heatmap_score": {g: float(v) for g, v in heatmap.items()}}
     masks = overall[overall["score"].str.startswith("mask_")]
     if len(masks):
-        summary["top_region"] = {group: rows.loc[rows["mean"].idxmax(), "score"].removeprefix("mask_")
-                                 for group, rows in masks.dropna(subset=["mean"]).groupby("group")}
-        summary["mask_score"] = {f"{row.group}/{row.score.removeprefix('mask_')}": float(row.mean)
-                                 for row in masks.itertuples()}
+        summary["top_region"] = {
+            group: rows.loc[rows["mean"].idxmax(), "score"].removeprefix("mask_")
+            for group, rows in masks.dropna(subset=["mean"]).groupby("group")
+        }
+        summary["mask_score"] = {
+            f"{row.group}/{row.score.removeprefix('mask_')}": float(row.mean) for row in masks.itertuples()
+        }
     return summary
 
 
 def _finding(summary: dict, group_order: list[str]) -> str:
     heatmap = ", ".join(f"{g} {summary['heatmap_score'].get(g, float('nan')):.2f}" for g in group_order)
-    text = (f"Heatmap score (overlap of where identification and the group probe look; 1 = the same regions): "
-            f"{heatmap}.")
+    text = f"Heatmap score (overlap of where identification and the group probe look; 1 = the same regions): {heatmap}."
     if "top_region" in summary:
         regions = ", ".join(f"{g}: {r}" for g, r in summary["top_region"].items())
         text += f" The identity map overlaps most with the region ({regions})."

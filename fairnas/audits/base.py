@@ -98,5 +98,13 @@ def settings_with_defaults(audit: str, config: DictConfig | dict | None, default
 
 def progress(items: Iterable[T], *, total: int | None = None, desc: str = "") -> Iterator[T]:
     """The audits' shared progress bar (tqdm on stderr; off when ``FAIRNAS_PROGRESS=0``)."""
-    return iter(tqdm(items, total=total, desc=desc, leave=False, dynamic_ncols=True,
-                     disable=os.environ.get("FAIRNAS_PROGRESS", "1") == "0"))
+    return iter(
+        tqdm(
+            items,
+            total=total,
+            desc=desc,
+            leave=False,
+            dynamic_ncols=True,
+            disable=os.environ.get("FAIRNAS_PROGRESS", "1") == "0",
+        )
+    )

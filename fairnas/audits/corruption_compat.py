@@ -38,14 +38,28 @@ import skimage.filters
 import skimage.util
 from PIL import Image
 
-CORRUPTIONS = ("gaussian_noise", "shot_noise", "impulse_noise", "defocus_blur", "glass_blur", "motion_blur",
-               "zoom_blur", "snow", "frost", "fog", "brightness", "contrast", "elastic_transform", "pixelate",
-               "jpeg_compression")
+CORRUPTIONS = (
+    "gaussian_noise",
+    "shot_noise",
+    "impulse_noise",
+    "defocus_blur",
+    "glass_blur",
+    "motion_blur",
+    "zoom_blur",
+    "snow",
+    "frost",
+    "fog",
+    "brightness",
+    "contrast",
+    "elastic_transform",
+    "pixelate",
+    "jpeg_compression",
+)
 """The 15 ImageNet-C corruptions in the standard order (noise, blur, weather, digital)."""
 
 SEVERITIES = (1, 2, 3, 4, 5)
-GLASS_BLUR = [(0.7, 1, 2), (0.9, 2, 1), (1, 2, 3), (1.1, 3, 2), (1.5, 4, 2)]   # sigma, max_delta, iterations
-IMPULSE_NOISE = [.03, .06, .09, 0.17, 0.27]
+GLASS_BLUR = [(0.7, 1, 2), (0.9, 2, 1), (1, 2, 3), (1.1, 3, 2), (1.5, 4, 2)]  # sigma, max_delta, iterations
+IMPULSE_NOISE = [0.03, 0.06, 0.09, 0.17, 0.27]
 
 
 def corrupt(image: np.ndarray, name: str, severity: int, seed: int | Sequence[int]) -> np.ndarray:
@@ -70,7 +84,7 @@ def corrupt(image: np.ndarray, name: str, severity: int, seed: int | Sequence[in
         out = functions()[name](Image.fromarray(image), severity)
     finally:
         np.random.set_state(state)
-    return np.uint8(out)   # as imagecorruptions.corrupt: values are clipped to [0, 255] already, then truncated
+    return np.uint8(out)  # as imagecorruptions.corrupt: values are clipped to [0, 255] already, then truncated
 
 
 @functools.cache
@@ -91,7 +105,7 @@ def _import_corruptions() -> types.ModuleType:
         sys.modules["pkg_resources"] = stand_in
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)   # scipy.ndimage.interpolation
+            warnings.simplefilter("ignore", DeprecationWarning)  # scipy.ndimage.interpolation
             library = importlib.import_module("imagecorruptions.corruptions")
     finally:
         if stand_in is not None and sys.modules.get("pkg_resources") is stand_in:
@@ -127,20 +141,24 @@ class _NumPyWithFloat_(types.ModuleType):
 def _impulse_noise(x, severity=1):
     """imagecorruptions' ``impulse_noise`` with skimage's generator seeded from NumPy's global one."""
     amount = IMPULSE_NOISE[severity - 1]
-    x = skimage.util.random_noise(np.array(x) / 255., mode="s&p", amount=amount, rng=np.random.randint(2 ** 31))
+    x = skimage.util.random_noise(np.array(x) / 255.0, mode="s&p", amount=amount, rng=np.random.randint(2**31))
     return np.clip(x, 0, 1) * 255
 
 
 def _glass_blur(x, severity=1):
     """imagecorruptions' ``glass_blur`` with its pixel loop run on a list of pixel indices (bit-identical)."""
     sigma, delta, iterations = GLASS_BLUR[severity - 1]
-    x = np.uint8(_gaussian(np.array(x) / 255., sigma=sigma, multichannel=True) * 255)
+    x = np.uint8(_gaussian(np.array(x) / 255.0, sigma=sigma, multichannel=True) * 255)
     height, width = x.shape[:2]
-    steps = [(h, w) for _ in range(iterations) for h in range(height - delta, delta, -1)
-             for w in range(width - delta, delta, -1)]
-    offsets = np.random.randint(-delta, delta, size=(len(steps), 2)).tolist()   # the loop's draws, in its order
+    steps = [
+        (h, w)
+        for _ in range(iterations)
+        for h in range(height - delta, delta, -1)
+        for w in range(width - delta, delta, -1)
+    ]
+    offsets = np.random.randint(-delta, delta, size=(len(steps), 2)).tolist()  # the loop's draws, in its order
     source = list(range(height * width))
     for (h, w), (dx, dy) in zip(steps, offsets, strict=True):
         source[h * width + w] = source[(h + dy) * width + (w + dx)]
     x = x.reshape(height * width, -1)[source].reshape(x.shape)
-    return np.clip(_gaussian(x / 255., sigma=sigma, multichannel=True), 0, 1) * 255
+    return np.clip(_gaussian(x / 255.0, sigma=sigma, multichannel=True), 0, 1) * 255

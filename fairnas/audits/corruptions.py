@@ -30,10 +30,15 @@ from fairnas.audits.identification import PixelPipeline, embed_arrays, enrol_gal
 from fairnas.audits.statistics import KRUSKAL, mean_se, odds_ratios, scoped_tests, unit_means
 
 METRICS = ("consistent", "correct", "cosine", "rank")
-OUTCOMES = ("consistent", "correct")           # binary: odds ratios
+OUTCOMES = ("consistent", "correct")  # binary: odds ratios
 LOWER_IS_BETTER = ("rank",)
-DEFAULTS = {"corruptions": "all", "severities": [1, 2, 3, 4, 5], "max_probes_per_group": 100,
-            "gallery_images": 1, "alpha": 0.05}
+DEFAULTS = {
+    "corruptions": "all",
+    "severities": [1, 2, 3, 4, 5],
+    "max_probes_per_group": 100,
+    "gallery_images": 1,
+    "alpha": 0.05,
+}
 
 
 def check_config(config: DictConfig) -> dict:
@@ -42,18 +47,30 @@ def check_config(config: DictConfig) -> dict:
     names = settings["corruptions"]
     if names == "all":
         names = list(CORRUPTIONS)
-    if isinstance(names, str) or not isinstance(names, Sequence) or not names or \
-            set(names) - set(CORRUPTIONS) or len(set(names)) != len(names):
+    if (
+        isinstance(names, str)
+        or not isinstance(names, Sequence)
+        or not names
+        or set(names) - set(CORRUPTIONS)
+        or len(set(names)) != len(names)
+    ):
         raise ValueError(f"corruptions.corruptions={names!r}: 'all' or a list of distinct names of {list(CORRUPTIONS)}")
     severities = settings["severities"]
-    if not isinstance(severities, Sequence) or not severities or len(set(severities)) != len(severities) or \
-            any(isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= 5 for s in severities):
+    if (
+        not isinstance(severities, Sequence)
+        or not severities
+        or len(set(severities)) != len(severities)
+        or any(isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= 5 for s in severities)
+    ):
         raise ValueError(f"corruptions.severities={severities!r}: a list of distinct integers in 0..5 (0: clean)")
     cap = settings["max_probes_per_group"]
     if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
         raise ValueError(f"corruptions.max_probes_per_group={cap!r}: a positive integer or null (all probes)")
-    if isinstance(settings["gallery_images"], bool) or not isinstance(settings["gallery_images"], int) or \
-            settings["gallery_images"] < 1:
+    if (
+        isinstance(settings["gallery_images"], bool)
+        or not isinstance(settings["gallery_images"], int)
+        or settings["gallery_images"] < 1
+    ):
         raise ValueError(f"corruptions.gallery_images={settings['gallery_images']!r}: a positive integer")
     if not isinstance(settings["alpha"], int | float) or not 0 < settings["alpha"] < 1:
         raise ValueError(f"corruptions.alpha={settings['alpha']!r}: a number in (0, 1)")
@@ -66,43 +83,88 @@ def audit(model: AuditedModel, data: AuditData, config: DictConfig) -> AuditResu
     order = data.group_order
     records = corruption_records(model, data, settings)
     corrupted = records[records["severity"] > 0]
-    tests = scoped_tests(corrupted, METRICS, order, unit="row", scopes=("corruption", "severity"),
-                         alpha=settings["alpha"], lower_is_better=LOWER_IS_BETTER)
-    ratios = pd.concat([odds_ratios(corrupted, outcome, order, cluster="row", fixed=("corruption", "severity"))
-                        for outcome in OUTCOMES], ignore_index=True)
+    tests = scoped_tests(
+        corrupted,
+        METRICS,
+        order,
+        unit="row",
+        scopes=("corruption", "severity"),
+        alpha=settings["alpha"],
+        lower_is_better=LOWER_IS_BETTER,
+    )
+    ratios = pd.concat(
+        [
+            odds_ratios(corrupted, outcome, order, cluster="row", fixed=("corruption", "severity"))
+            for outcome in OUTCOMES
+        ],
+        ignore_index=True,
+    )
     curves = group_curves(records)
     extremes = extreme_corruptions(corrupted, order)
     summary = summarise(records, corrupted, tests, ratios, order, settings)
     return AuditResult(
-        tables={"records": records, "group_curves": curves, "tests": tests, "odds_ratios": ratios,
-                "extremes": extremes},
+        tables={
+            "records": records,
+            "group_curves": curves,
+            "tests": tests,
+            "odds_ratios": ratios,
+            "extremes": extremes,
+        },
         figures={"severity_curves": plot_severity_curves(curves, order), "forest": plot_forest(ratios)},
-        summary=summary, finding=finding(corrupted, tests, ratios, order, settings["alpha"]))
+        summary=summary,
+        finding=finding(corrupted, tests, ratios, order, settings["alpha"]),
+    )
 
 
 def corruption_records(model: AuditedModel, data: AuditData, settings: dict) -> pd.DataFrame:
     """One row per probe x corruption x severity: ``row, path, identity, group, corruption, severity`` and the
     metrics, against clean templates; the corruption of probe ``row`` is seeded by ``(data.seed, row)``."""
     pipeline = PixelPipeline(data.transforms)
-    gallery = enrol_gallery(model, data, pipeline, gallery_images=settings["gallery_images"],
-                            max_probes_per_group=settings["max_probes_per_group"])
+    gallery = enrol_gallery(
+        model,
+        data,
+        pipeline,
+        gallery_images=settings["gallery_images"],
+        max_probes_per_group=settings["max_probes_per_group"],
+    )
     rows = gallery.probe_rows
     clean_prediction, _ = gallery.identify(gallery.clean_embeddings, rows)
     probes = data.frame.iloc[rows]
-    base = pd.DataFrame({"row": rows, "path": probes["path"].to_numpy(), "identity": probes["identity"].to_numpy(),
-                         "group": np.asarray(data.group_order)[data.datamodule.group_index(probes)]})
+    base = pd.DataFrame(
+        {
+            "row": rows,
+            "path": probes["path"].to_numpy(),
+            "identity": probes["identity"].to_numpy(),
+            "group": np.asarray(data.group_order)[data.datamodule.group_index(probes)],
+        }
+    )
     parts = []
     for name in progress(settings["corruptions"], desc="corruptions"):
         for severity in settings["severities"]:
-            embeddings = gallery.clean_embeddings if severity == 0 else embed_arrays(
-                model, pipeline, [corrupt(image, name, severity, (data.seed, int(row)))
-                                  for row, image in zip(rows, gallery.clean, strict=True)], data.batch_size)
+            embeddings = (
+                gallery.clean_embeddings
+                if severity == 0
+                else embed_arrays(
+                    model,
+                    pipeline,
+                    [
+                        corrupt(image, name, severity, (data.seed, int(row)))
+                        for row, image in zip(rows, gallery.clean, strict=True)
+                    ],
+                    data.batch_size,
+                )
+            )
             prediction, rank = gallery.identify(embeddings, rows)
-            parts.append(base.assign(corruption=name, severity=severity,
-                                     consistent=(prediction == clean_prediction).astype(int),
-                                     correct=(prediction == gallery.labels[rows]).astype(int),
-                                     cosine=(embeddings * gallery.clean_embeddings).sum(dim=1).numpy(),
-                                     rank=rank))
+            parts.append(
+                base.assign(
+                    corruption=name,
+                    severity=severity,
+                    consistent=(prediction == clean_prediction).astype(int),
+                    correct=(prediction == gallery.labels[rows]).astype(int),
+                    cosine=(embeddings * gallery.clean_embeddings).sum(dim=1).numpy(),
+                    rank=rank,
+                )
+            )
     return pd.concat(parts, ignore_index=True)
 
 
@@ -121,8 +183,15 @@ def extreme_corruptions(corrupted: pd.DataFrame, order: Sequence[str]) -> pd.Dat
     for group in order:
         if group in means.index.get_level_values(0):
             values = means[group]
-            rows.append({"group": group, "best": values.idxmax(), "best_consistency": values.max(),
-                         "worst": values.idxmin(), "worst_consistency": values.min()})
+            rows.append(
+                {
+                    "group": group,
+                    "best": values.idxmax(),
+                    "best_consistency": values.max(),
+                    "worst": values.idxmin(),
+                    "worst_consistency": values.min(),
+                }
+            )
     return pd.DataFrame(rows, columns=["group", "best", "best_consistency", "worst", "worst_consistency"])
 
 
@@ -132,7 +201,9 @@ def summarise(records, corrupted, tests, ratios, order, settings) -> dict:
     means = unit_means(corrupted, METRICS, "row").groupby("group")[list(METRICS)].mean()
     return {
         "n_probes": {g: int(records.loc[records["group"] == g, "row"].nunique()) for g in order},
-        "corruptions": settings["corruptions"], "severities": settings["severities"], "alpha": settings["alpha"],
+        "corruptions": settings["corruptions"],
+        "severities": settings["severities"],
+        "alpha": settings["alpha"],
         "pooled_mean": {m: {g: _number(means[m].get(g)) for g in order} for m in METRICS},
         "pooled_kruskal_p": {m: _number(pooled["p"].get(m)) for m in METRICS},
         "pooled_kruskal_p_holm": {m: _number(pooled["p_holm"].get(m)) for m in METRICS},
@@ -148,20 +219,25 @@ def finding(corrupted, tests, ratios, order, alpha) -> str:
     means = unit_means(corrupted, ["consistent"], "row").groupby("group")["consistent"].mean()
     present = [g for g in order if g in means.index]
     worst, best = min(present, key=means.get), max(present, key=means.get)
-    text = (f"Under corruption, {worst} keeps its clean prediction for {means[worst]:.0%} of corrupted probes "
-            f"against {means[best]:.0%} for {best}.")
+    text = (
+        f"Under corruption, {worst} keeps its clean prediction for {means[worst]:.0%} of corrupted probes "
+        f"against {means[best]:.0%} for {best}."
+    )
     significant = tests[tests["significant"] & (tests["test"] == KRUSKAL)]
     if significant.empty:
         text += f" No group difference in any metric is significant after Holm correction (alpha {alpha})."
     else:
         n_corruptions = corrupted["corruption"].nunique()
-        claims = [f"{metric}: {_where(rows, n_corruptions)}"
-                  for metric, rows in significant.groupby("metric", sort=False)]
+        claims = [
+            f"{metric}: {_where(rows, n_corruptions)}" for metric, rows in significant.groupby("metric", sort=False)
+        ]
         text += f" Significant after Holm correction (alpha {alpha}): " + "; ".join(claims) + "."
     ratio = ratios[(ratios["outcome"] == "consistent") & ratios["odds_ratio"].notna()]
     if len(ratio):
-        parts = [f"{r.group} vs {r.reference} {r.odds_ratio:.2f} (95% CI {r.ci_low:.2f}-{r.ci_high:.2f})"
-                 for r in ratio.itertuples()]
+        parts = [
+            f"{r.group} vs {r.reference} {r.odds_ratio:.2f} (95% CI {r.ci_low:.2f}-{r.ci_high:.2f})"
+            for r in ratio.itertuples()
+        ]
         text += f" Odds ratio of a consistent prediction (corruption x severity fixed effects): {'; '.join(parts)}."
     return text
 
@@ -174,9 +250,12 @@ def _where(rows: pd.DataFrame, n_corruptions: int) -> str:
         scopes = part.groupby("scope", sort=False)["scope_value"].apply(list)
         names = scopes.get("corruption", [])
         where = (["pooled"] if "pooled" in scopes else []) + (
-            [f"under {', '.join(names)}"] if 0 < len(names) <= 3 else
-            [f"under {len(names)} of {n_corruptions} corruptions (most clearly {', '.join(names[:3])})"]
-            if names else [])
+            [f"under {', '.join(names)}"]
+            if 0 < len(names) <= 3
+            else [f"under {len(names)} of {n_corruptions} corruptions (most clearly {', '.join(names[:3])})"]
+            if names
+            else []
+        )
         if not where:
             where = [f"at severity {', '.join(sorted(scopes['severity']))}"]
         phrases.append(f"{worse} worse " + ", ".join(where))
@@ -190,8 +269,14 @@ def plot_severity_curves(curves: pd.DataFrame, order: Sequence[str]) -> Figure:
     for axis, metric in zip(figure.subplots(1, len(METRICS)), METRICS, strict=True):
         for group in order:
             curve = pooled[pooled["group"] == group].sort_values("severity")
-            axis.errorbar(curve["severity"], curve[f"{metric}_mean"], yerr=curve[f"{metric}_se"], marker="o",
-                          capsize=3, label=group)
+            axis.errorbar(
+                curve["severity"],
+                curve[f"{metric}_mean"],
+                yerr=curve[f"{metric}_se"],
+                marker="o",
+                capsize=3,
+                label=group,
+            )
         axis.set(title=metric, xlabel="severity (0 = clean)", ylabel=f"mean {metric}")
         axis.legend(title="group", fontsize="small")
     return figure
@@ -203,14 +288,22 @@ def plot_forest(ratios: pd.DataFrame) -> Figure:
     figure = Figure(figsize=(6, 1.2 + 0.5 * max(len(shown), 1)), layout="constrained")
     axis = figure.subplots()
     y = np.arange(len(shown))[::-1]
-    axis.errorbar(shown["odds_ratio"], y, xerr=[shown["odds_ratio"] - shown["ci_low"],
-                                                shown["ci_high"] - shown["odds_ratio"]], fmt="o", capsize=3)
+    axis.errorbar(
+        shown["odds_ratio"],
+        y,
+        xerr=[shown["odds_ratio"] - shown["ci_low"], shown["ci_high"] - shown["odds_ratio"]],
+        fmt="o",
+        capsize=3,
+    )
     axis.axvline(1.0, color="grey", linestyle="--")
     axis.xaxis.set_major_formatter(ScalarFormatter())
     axis.xaxis.set_minor_formatter(ScalarFormatter())
     axis.set_yticks(y, [f"{r.outcome}: {r.group} vs {r.reference}" for r in shown.itertuples()])
-    axis.set(xscale="log", xlabel="odds ratio (95% CI, clustered by probe image)",
-             title="odds of a consistent / correct prediction" if len(shown) else "no odds ratio could be estimated")
+    axis.set(
+        xscale="log",
+        xlabel="odds ratio (95% CI, clustered by probe image)",
+        title="odds of a consistent / correct prediction" if len(shown) else "no odds ratio could be estimated",
+    )
     return figure
 
 

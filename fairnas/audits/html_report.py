@@ -42,13 +42,19 @@ class Section:
     seconds: float
 
 
-def write_report(path: Path, *, title: str, header: Mapping[str, str], sections: list[Section],
-                 config_yaml: str) -> Path:
+def write_report(
+    path: Path, *, title: str, header: Mapping[str, str], sections: list[Section], config_yaml: str
+) -> Path:
     """Write the page to ``path`` (atomically); table and figure files are read from where the sections say."""
-    parts = [f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>",
-             f"<style>{STYLE}</style></head><body>", f"<h1>{_e(title)}</h1>", _header(header),
-             "<nav>" + "".join(f"<a href='#{_e(s.name)}'>{_e(s.name)}</a>" for s in sections)
-             + "<a href='#config'>config</a></nav>"]
+    parts = [
+        f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>",
+        f"<style>{STYLE}</style></head><body>",
+        f"<h1>{_e(title)}</h1>",
+        _header(header),
+        "<nav>"
+        + "".join(f"<a href='#{_e(s.name)}'>{_e(s.name)}</a>" for s in sections)
+        + "<a href='#config'>config</a></nav>",
+    ]
     parts += [_section(section, path.parent) for section in sections]
     parts.append(f"<h2 id='config'>Config</h2><pre>{_e(config_yaml)}</pre></body></html>\n")
     write_text_atomic(path, "\n".join(parts))
@@ -56,19 +62,24 @@ def write_report(path: Path, *, title: str, header: Mapping[str, str], sections:
 
 
 def _header(values: Mapping[str, str]) -> str:
-    rows = "".join(f"<tr><th>{_e(key)}</th><td style='text-align:left'>{_e(value)}</td></tr>"
-                   for key, value in values.items())
+    rows = "".join(
+        f"<tr><th>{_e(key)}</th><td style='text-align:left'>{_e(value)}</td></tr>" for key, value in values.items()
+    )
     return f"<table>{rows}</table>"
 
 
 def _section(section: Section, folder: Path) -> str:
-    parts = [f"<h2 id='{_e(section.name)}'>{_e(section.name)}</h2>",
-             f"<p class='note'>{_e(section.description)} ({section.seconds:.0f} s)</p>",
-             f"<p class='finding'>{_e(section.finding)}</p>"]
+    parts = [
+        f"<h2 id='{_e(section.name)}'>{_e(section.name)}</h2>",
+        f"<p class='note'>{_e(section.description)} ({section.seconds:.0f} s)</p>",
+        f"<p class='finding'>{_e(section.finding)}</p>",
+    ]
     for name, png in section.figures.items():
         data = base64.b64encode(Path(png).read_bytes()).decode("ascii")
-        parts.append(f"<figure><img alt='{_e(name)}' src='data:image/png;base64,{data}'>"
-                     f"<figcaption>{_e(name)}</figcaption></figure>")
+        parts.append(
+            f"<figure><img alt='{_e(name)}' src='data:image/png;base64,{data}'>"
+            f"<figcaption>{_e(name)}</figcaption></figure>"
+        )
     for name, csv in section.tables.items():
         parts.append(_table(name, pd.read_csv(csv), Path(csv).relative_to(folder)))
     return "\n".join(parts)
@@ -76,8 +87,7 @@ def _section(section: Section, folder: Path) -> str:
 
 def _table(name: str, frame: pd.DataFrame, relative: Path) -> str:
     shown = frame.head(MAX_TABLE_ROWS)
-    note = (f"all {len(frame)} rows" if len(frame) <= MAX_TABLE_ROWS
-            else f"first {MAX_TABLE_ROWS} of {len(frame)} rows")
+    note = f"all {len(frame)} rows" if len(frame) <= MAX_TABLE_ROWS else f"first {MAX_TABLE_ROWS} of {len(frame)} rows"
     body = shown.to_html(index=False, float_format=lambda value: f"{value:.4g}", na_rep="", border=0)
     return f"<h3>{_e(name)}</h3><p class='note'>{note}; full table: {_e(str(relative))}</p>{body}"
 

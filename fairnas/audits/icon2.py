@@ -41,12 +41,20 @@ from fairnas.audits.identification import PixelPipeline, enrol_gallery
 from fairnas.data.masks import LANDMARK_COLUMNS, MASK_COLUMN
 
 METRICS = ("correct", "rank", "reciprocal_rank")
-DEFAULTS = {"metric": "correct", "attributes": None, "bins": 4, "min_cell": 5, "ddof": 1, "n_bootstrap": 200,
-            "max_probes_per_group": None, "gallery_images": 1}
+DEFAULTS = {
+    "metric": "correct",
+    "attributes": None,
+    "bins": 4,
+    "min_cell": 5,
+    "ddof": 1,
+    "n_bootstrap": 200,
+    "max_probes_per_group": None,
+    "gallery_images": 1,
+}
 RESERVED_COLUMNS = ("path", "identity", "split")
-NOT_ATTRIBUTES = (MASK_COLUMN, *LANDMARK_COLUMNS)   # left out by default: file references and face geometry
+NOT_ATTRIBUTES = (MASK_COLUMN, *LANDMARK_COLUMNS)  # left out by default: file references and face geometry
 MISSING = "missing"
-MAX_PANELS = 12                                     # the ``controlled`` figure shows the top-ranked attributes
+MAX_PANELS = 12  # the ``controlled`` figure shows the top-ranked attributes
 
 
 def check_config(config: DictConfig) -> None:
@@ -63,16 +71,20 @@ def _settings(config: DictConfig | dict | None) -> DictConfig:
         if not _is_int(settings[key]) or settings[key] < minimum:
             raise ValueError(f"icon2.{key}={settings[key]!r} must be an integer >= {minimum}")
     if settings["ddof"] not in (0, 1) or isinstance(settings["ddof"], bool):
-        raise ValueError(f"icon2.ddof={settings['ddof']!r} must be 0 (divide by |A|, ICON² Eq. 5) or 1 (sample "
-                         "standard deviation, as the paper's tables)")
+        raise ValueError(
+            f"icon2.ddof={settings['ddof']!r} must be 0 (divide by |A|, ICON² Eq. 5) or 1 (sample "
+            "standard deviation, as the paper's tables)"
+        )
     cap = settings["max_probes_per_group"]
     if cap is not None and (not _is_int(cap) or cap < 1):
         raise ValueError(f"icon2.max_probes_per_group={cap!r} must be a positive integer or null (all probes)")
     names = settings["attributes"]
-    if names is not None and (isinstance(names, str) or not isinstance(names, list) or not names
-                              or not all(isinstance(n, str) for n in names)):
-        raise ValueError(f"icon2.attributes={names!r} must be null (every metadata column) or a non-empty list of "
-                         "column names")
+    if names is not None and (
+        isinstance(names, str) or not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names)
+    ):
+        raise ValueError(
+            f"icon2.attributes={names!r} must be null (every metadata column) or a non-empty list of column names"
+        )
     return OmegaConf.create(settings)
 
 
@@ -128,7 +140,7 @@ def icon2_statistics(counts: np.ndarray, sums: np.ndarray, *, ddof: int = 1, min
     """
     counts, sums = np.asarray(counts, float), np.asarray(sums, float)
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)          # means and σ of empty slices are NaN
+        warnings.simplefilter("ignore", RuntimeWarning)  # means and σ of empty slices are NaN
         group_n = counts.sum(axis=-1)
         group = sums.sum(axis=-1) / group_n
         sigma_groups = np.std(group, axis=-1, ddof=ddof)
@@ -143,19 +155,36 @@ def icon2_statistics(counts: np.ndarray, sums: np.ndarray, *, ddof: int = 1, min
         mu = np.nanmean(controlled, axis=-1)
         delta = sigma_groups - mu
         reduction = np.where(sigma_groups > 0, delta / sigma_groups, np.nan)
-    return {"group": group, "sigma_groups": sigma_groups, "value": value, "share": share, "proxy": proxy,
-            "sigma_proxy": np.std(proxy, axis=-1, ddof=ddof), "cell": cell, "counts": counts,
-            "controlled": controlled, "mu": mu, "delta": delta, "reduction": reduction,
-            "skipped_cells": (~kept).sum(axis=(-2, -1)), "skipped_values": (~complete).sum(axis=-1)}
+    return {
+        "group": group,
+        "sigma_groups": sigma_groups,
+        "value": value,
+        "share": share,
+        "proxy": proxy,
+        "sigma_proxy": np.std(proxy, axis=-1, ddof=ddof),
+        "cell": cell,
+        "counts": counts,
+        "controlled": controlled,
+        "mu": mu,
+        "delta": delta,
+        "reduction": reduction,
+        "skipped_cells": (~kept).sum(axis=(-2, -1)),
+        "skipped_values": (~complete).sum(axis=-1),
+    }
 
 
-def cell_sums(performance: np.ndarray, groups: np.ndarray, values: np.ndarray, n_groups: int, n_values: int,
-              weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def cell_sums(
+    performance: np.ndarray,
+    groups: np.ndarray,
+    values: np.ndarray,
+    n_groups: int,
+    n_values: int,
+    weights: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """(counts, sums of M) per cell [..., groups, values]; ``weights`` [B, n] (bootstrap multiplicities) add a
     leading axis."""
     n = len(groups)
-    cells = sparse.csr_matrix((np.ones(n), (np.arange(n), groups * n_values + values)),
-                              shape=(n, n_groups * n_values))
+    cells = sparse.csr_matrix((np.ones(n), (np.arange(n), groups * n_values + values)), shape=(n, n_groups * n_values))
     weights = np.ones((1, n)) if weights is None else np.asarray(weights, float)
     counts, sums = (cells.T @ weights.T).T, (cells.T @ (weights * performance).T).T
     shape = (len(weights), n_groups, n_values)
@@ -187,54 +216,100 @@ class Analysis:
     sigma_groups_ci: tuple[float, float]
 
 
-def analyse(probes: pd.DataFrame, attributes: pd.DataFrame, group_order: list[str], *, bins: int = 4, ddof: int = 1,
-            min_cell: int = 5, n_bootstrap: int = 200, seed: int = 0) -> Analysis:
+def analyse(
+    probes: pd.DataFrame,
+    attributes: pd.DataFrame,
+    group_order: list[str],
+    *,
+    bins: int = 4,
+    ddof: int = 1,
+    min_cell: int = 5,
+    n_bootstrap: int = 200,
+    seed: int = 0,
+) -> Analysis:
     """ICON² ranking and control of ``probes`` (columns ``identity``, ``group``, ``performance``) over every
     column of ``attributes`` (one row per probe, same order), with bootstrap CIs over identities."""
     groups = pd.Categorical(probes["group"], categories=group_order).codes
     if (groups < 0).any():
         raise ValueError(f"probes of groups outside the group order {group_order}")
     performance = probes["performance"].to_numpy(float)
-    weights = (identity_bootstrap(probes["identity"].to_numpy(), groups, n_bootstrap, seed) if n_bootstrap
-               else None)
-    whole = (performance, groups, np.zeros_like(groups), len(group_order), 1)   # one value: no attribute
+    weights = identity_bootstrap(probes["identity"].to_numpy(), groups, n_bootstrap, seed) if n_bootstrap else None
+    whole = (performance, groups, np.zeros_like(groups), len(group_order), 1)  # one value: no attribute
     overall = icon2_statistics(*cell_sums(*whole), ddof=ddof)
-    sigma_ci = _ci(icon2_statistics(*cell_sums(*whole, weights), ddof=ddof)["sigma_groups"]
-                   if weights is not None else None)
+    sigma_ci = _ci(
+        icon2_statistics(*cell_sums(*whole, weights), ddof=ddof)["sigma_groups"] if weights is not None else None
+    )
     rows, cells = [], []
     for name in progress(list(attributes.columns), desc="icon2: attributes"):
         values, kind = discretise(attributes[name].reset_index(drop=True), bins)
         args = (performance, groups, values.codes, len(group_order), len(values.categories))
         point = {k: v[0] for k, v in icon2_statistics(*cell_sums(*args), ddof=ddof, min_cell=min_cell).items()}
-        boot = icon2_statistics(*cell_sums(*args, weights), ddof=ddof, min_cell=min_cell) if weights is not None \
-            else {}
-        rows.append({"attribute": name, "kind": kind, "n_values": len(values.categories),
-                     "sigma_proxy": point["sigma_proxy"], **_ci_columns("sigma_proxy", boot),
-                     "mu_controlled": point["mu"], **_ci_columns("mu", boot, "mu_controlled"),
-                     "delta": point["delta"], **_ci_columns("delta", boot),
-                     "reduction_pct": 100 * point["reduction"],
-                     "skipped_cells": int(point["skipped_cells"]), "skipped_values": int(point["skipped_values"]),
-                     **{f"proxy_{g}": point["proxy"][a] for a, g in enumerate(group_order)}})
-        cells += [{"attribute": name, "value": value, "group": group, "n": int(point["counts"][a, j]),
-                   "performance": point["cell"][a, j], "kept": bool(point["counts"][a, j] >= min_cell),
-                   "share": point["share"][a, j], "value_performance": point["value"][j]}
-                  for j, value in enumerate(values.categories) for a, group in enumerate(group_order)]
+        boot = icon2_statistics(*cell_sums(*args, weights), ddof=ddof, min_cell=min_cell) if weights is not None else {}
+        rows.append(
+            {
+                "attribute": name,
+                "kind": kind,
+                "n_values": len(values.categories),
+                "sigma_proxy": point["sigma_proxy"],
+                **_ci_columns("sigma_proxy", boot),
+                "mu_controlled": point["mu"],
+                **_ci_columns("mu", boot, "mu_controlled"),
+                "delta": point["delta"],
+                **_ci_columns("delta", boot),
+                "reduction_pct": 100 * point["reduction"],
+                "skipped_cells": int(point["skipped_cells"]),
+                "skipped_values": int(point["skipped_values"]),
+                **{f"proxy_{g}": point["proxy"][a] for a, g in enumerate(group_order)},
+            }
+        )
+        cells += [
+            {
+                "attribute": name,
+                "value": value,
+                "group": group,
+                "n": int(point["counts"][a, j]),
+                "performance": point["cell"][a, j],
+                "kept": bool(point["counts"][a, j] >= min_cell),
+                "share": point["share"][a, j],
+                "value_performance": point["value"][j],
+            }
+            for j, value in enumerate(values.categories)
+            for a, group in enumerate(group_order)
+        ]
     ranking = pd.DataFrame(rows, columns=_ranking_columns(group_order))
     ranking = ranking.sort_values("sigma_proxy", ascending=False, na_position="last", kind="stable")
     ranking.insert(0, "rank", np.arange(1, len(ranking) + 1))
     ranking.insert(3, "sigma_groups", float(overall["sigma_groups"][0]))
-    return Analysis(ranking.reset_index(drop=True),
-                    pd.DataFrame(cells, columns=["attribute", "value", "group", "n", "performance", "kept", "share",
-                                                 "value_performance"]),
-                    dict(zip(group_order, map(float, overall["group"][0]), strict=True)),
-                    float(overall["sigma_groups"][0]), sigma_ci)
+    return Analysis(
+        ranking.reset_index(drop=True),
+        pd.DataFrame(
+            cells, columns=["attribute", "value", "group", "n", "performance", "kept", "share", "value_performance"]
+        ),
+        dict(zip(group_order, map(float, overall["group"][0]), strict=True)),
+        float(overall["sigma_groups"][0]),
+        sigma_ci,
+    )
 
 
 def _ranking_columns(group_order: list[str]) -> list[str]:
-    return ["attribute", "kind", "n_values", "sigma_proxy", "sigma_proxy_ci_low", "sigma_proxy_ci_high",
-            "mu_controlled", "mu_controlled_ci_low", "mu_controlled_ci_high", "delta", "delta_ci_low",
-            "delta_ci_high", "reduction_pct", "skipped_cells", "skipped_values",
-            *(f"proxy_{g}" for g in group_order)]
+    return [
+        "attribute",
+        "kind",
+        "n_values",
+        "sigma_proxy",
+        "sigma_proxy_ci_low",
+        "sigma_proxy_ci_high",
+        "mu_controlled",
+        "mu_controlled_ci_low",
+        "mu_controlled_ci_high",
+        "delta",
+        "delta_ci_low",
+        "delta_ci_high",
+        "reduction_pct",
+        "skipped_cells",
+        "skipped_values",
+        *(f"proxy_{g}" for g in group_order),
+    ]
 
 
 def _ci(samples: np.ndarray | None) -> tuple[float, float]:
@@ -254,75 +329,126 @@ def audit(model, data: AuditData, config: DictConfig) -> AuditResult:
     """ICON² ranking and controlled disparity of ``data``'s probes identified by ``model``."""
     settings = _settings(config)
     protected = data.datamodule.table.attribute
-    attributes = explanatory_columns(data.frame, protected,
-                                     None if settings.attributes is None else list(settings.attributes))
+    attributes = explanatory_columns(
+        data.frame, protected, None if settings.attributes is None else list(settings.attributes)
+    )
     pipeline = PixelPipeline(data.transforms)
-    gallery = enrol_gallery(model, data, pipeline, gallery_images=settings.gallery_images,
-                            max_probes_per_group=settings.max_probes_per_group)
+    gallery = enrol_gallery(
+        model,
+        data,
+        pipeline,
+        gallery_images=settings.gallery_images,
+        max_probes_per_group=settings.max_probes_per_group,
+    )
     _, rank = gallery.identify(gallery.clean_embeddings, gallery.probe_rows)
     frame = data.frame.iloc[gallery.probe_rows].reset_index(drop=True)
     groups = np.asarray(data.group_order)[data.datamodule.group_index(frame)]
-    probes = pd.DataFrame({"path": frame["path"].to_numpy(), "identity": frame["identity"].astype(str).to_numpy(),
-                           "group": groups, "rank": rank.astype(int),
-                           "performance": probe_performance(rank, settings.metric)})
-    analysis = analyse(probes, frame[attributes], data.group_order, bins=settings.bins, ddof=settings.ddof,
-                       min_cell=settings.min_cell, n_bootstrap=settings.n_bootstrap, seed=data.seed)
-    probes = probes.join(frame[attributes], rsuffix=" (attribute)")   # a column named like a probe column
+    probes = pd.DataFrame(
+        {
+            "path": frame["path"].to_numpy(),
+            "identity": frame["identity"].astype(str).to_numpy(),
+            "group": groups,
+            "rank": rank.astype(int),
+            "performance": probe_performance(rank, settings.metric),
+        }
+    )
+    analysis = analyse(
+        probes,
+        frame[attributes],
+        data.group_order,
+        bins=settings.bins,
+        ddof=settings.ddof,
+        min_cell=settings.min_cell,
+        n_bootstrap=settings.n_bootstrap,
+        seed=data.seed,
+    )
+    probes = probes.join(frame[attributes], rsuffix=" (attribute)")  # a column named like a probe column
     summary = _summary(analysis, settings, len(probes))
-    figures = ({"delta": _delta_figure(analysis, settings.metric),
-                "controlled": _controlled_figure(analysis, data.group_order, settings.metric)}
-               if len(analysis.ranking) else {})
-    return AuditResult({"ranking": analysis.ranking, "cells": analysis.cells, "probes": probes}, figures, summary,
-                       _finding(summary, data.group_order))
+    figures = (
+        {
+            "delta": _delta_figure(analysis, settings.metric),
+            "controlled": _controlled_figure(analysis, data.group_order, settings.metric),
+        }
+        if len(analysis.ranking)
+        else {}
+    )
+    return AuditResult(
+        {"ranking": analysis.ranking, "cells": analysis.cells, "probes": probes},
+        figures,
+        summary,
+        _finding(summary, data.group_order),
+    )
 
 
 def _summary(analysis: Analysis, settings: DictConfig, n_probes: int) -> dict:
-    summary = {"n_probes": n_probes, "metric": settings.metric, "ddof": settings.ddof,
-               "group_performance": analysis.group, "sigma_groups": analysis.sigma_groups,
-               "sigma_groups_ci": list(analysis.sigma_groups_ci), "n_attributes": len(analysis.ranking),
-               "skipped_cells": int(analysis.ranking["skipped_cells"].sum()) if len(analysis.ranking) else 0,
-               "sigma_proxy": dict(zip(analysis.ranking["attribute"], map(float, analysis.ranking["sigma_proxy"]),
-                                       strict=True)),
-               "top_attribute": None}
+    summary = {
+        "n_probes": n_probes,
+        "metric": settings.metric,
+        "ddof": settings.ddof,
+        "group_performance": analysis.group,
+        "sigma_groups": analysis.sigma_groups,
+        "sigma_groups_ci": list(analysis.sigma_groups_ci),
+        "n_attributes": len(analysis.ranking),
+        "skipped_cells": int(analysis.ranking["skipped_cells"].sum()) if len(analysis.ranking) else 0,
+        "sigma_proxy": dict(
+            zip(analysis.ranking["attribute"], map(float, analysis.ranking["sigma_proxy"]), strict=True)
+        ),
+        "top_attribute": None,
+    }
     if len(analysis.ranking):
         top = analysis.ranking.iloc[0]
-        summary.update(top_attribute=str(top["attribute"]), top_sigma_proxy=float(top["sigma_proxy"]),
-                       top_mu_controlled=float(top["mu_controlled"]), top_delta=float(top["delta"]),
-                       top_delta_ci=[float(top["delta_ci_low"]), float(top["delta_ci_high"])],
-                       top_reduction_pct=float(top["reduction_pct"]))
+        summary.update(
+            top_attribute=str(top["attribute"]),
+            top_sigma_proxy=float(top["sigma_proxy"]),
+            top_mu_controlled=float(top["mu_controlled"]),
+            top_delta=float(top["delta"]),
+            top_delta_ci=[float(top["delta_ci_low"]), float(top["delta_ci_high"])],
+            top_reduction_pct=float(top["reduction_pct"]),
+        )
     return summary
 
 
-METRIC_NAMES = {"correct": "rank-1 identification rate", "rank": "rank of the true identity (lower is better)",
-                "reciprocal_rank": "reciprocal rank"}
+METRIC_NAMES = {
+    "correct": "rank-1 identification rate",
+    "rank": "rank of the true identity (lower is better)",
+    "reciprocal_rank": "reciprocal rank",
+}
 AXIS_LABELS = {"correct": "rank-1 rate", "rank": "rank (lower is better)", "reciprocal_rank": "reciprocal rank"}
 
 
 def _finding(summary: dict, group_order: list[str]) -> str:
     """2-4 sentences: the disparity, the top-ranked attribute, how much controlling for it removes."""
     groups = ", ".join(f"{g} {summary['group_performance'][g]:.3g}" for g in group_order)
-    text = (f"The {METRIC_NAMES[summary['metric']]} per group is {groups} "
-            f"(σ across groups {summary['sigma_groups']:.3g}).")
+    text = (
+        f"The {METRIC_NAMES[summary['metric']]} per group is {groups} (σ across groups {summary['sigma_groups']:.3g})."
+    )
     if summary["top_attribute"] is None:
         return text + " The split has no explanatory attributes (metadata columns) to rank."
     top, delta, low, high = (summary["top_attribute"], summary["top_delta"], *summary["top_delta_ci"])
-    text += (f" ICON² ranks {top} first (σ of the proxy performance {summary['top_sigma_proxy']:.3g}): of the "
-             "attributes, its distribution across the groups together with its effect on performance predicts the "
-             "largest gap.")
+    text += (
+        f" ICON² ranks {top} first (σ of the proxy performance {summary['top_sigma_proxy']:.3g}): of the "
+        "attributes, its distribution across the groups together with its effect on performance predicts the "
+        "largest gap."
+    )
     if not summary["sigma_groups"] > 0:
         return text + " There is no disparity across the groups to explain."
     if not np.isfinite(delta):
-        return text + (" No value of it has at least min_cell probes in every group, so it could not be "
-                       "controlled for.")
+        return text + (
+            " No value of it has at least min_cell probes in every group, so it could not be controlled for."
+        )
     reduction, mu = summary["top_reduction_pct"], summary["top_mu_controlled"]
     interval = f" (95% CI {low:.3g} to {high:.3g})" if np.isfinite(low) and np.isfinite(high) else ""
-    text += (f" Comparing the groups within each value of {top} leaves a σ of {mu:.3g} on average: Δ = {delta:.3g}"
-             f"{interval}, {reduction:.0f}% of the disparity.")
+    text += (
+        f" Comparing the groups within each value of {top} leaves a σ of {mu:.3g} on average: Δ = {delta:.3g}"
+        f"{interval}, {reduction:.0f}% of the disparity."
+    )
     if not interval:
         return text
     if low > 0 and reduction >= 50:
-        text += (f" Most of the gap comes from how often each group's probes show each value of {top}, not from "
-                 "the groups being served differently under the same conditions.")
+        text += (
+            f" Most of the gap comes from how often each group's probes show each value of {top}, not from "
+            "the groups being served differently under the same conditions."
+        )
     elif low > 0:
         text += f" {top} explains part of the gap; the groups still differ under the same conditions."
     elif high < 0:
@@ -343,8 +469,10 @@ def _delta_figure(analysis: Analysis, metric: str) -> Figure:
     axis.axvline(analysis.sigma_groups, color="k", linestyle="--", linewidth=1, label="σ across groups")
     axis.axvline(0.0, color="grey", linewidth=0.8)
     axis.set_yticks(y, ranking["attribute"])
-    axis.set(xlabel=f"Δ = σ across groups - mean σ within values ({AXIS_LABELS[metric]})",
-             title="Disparity removed by controlling for each attribute")
+    axis.set(
+        xlabel=f"Δ = σ across groups - mean σ within values ({AXIS_LABELS[metric]})",
+        title="Disparity removed by controlling for each attribute",
+    )
     axis.legend(loc="lower right")
     return figure
 
@@ -357,7 +485,7 @@ def _controlled_figure(analysis: Analysis, group_order: list[str], metric: str) 
     figure = Figure(figsize=(3.2 * columns, 2.8 * rows), layout="constrained")
     axes = figure.subplots(rows, columns, squeeze=False).ravel()
     width = 0.8 / len(group_order)
-    for axis, name in zip(axes, names):
+    for axis, name in zip(axes, names, strict=False):
         cells = analysis.cells[analysis.cells["attribute"] == name]
         values = list(dict.fromkeys(cells["value"]))
         for offset, group in enumerate(group_order):
@@ -366,7 +494,7 @@ def _controlled_figure(analysis: Analysis, group_order: list[str], metric: str) 
         axis.set_xticks(np.arange(len(values)) + 0.4 - width / 2, values, rotation=30, ha="right", fontsize=7)
         axis.set_title(name, fontsize=9)
         axis.set_ylabel(AXIS_LABELS[metric], fontsize=8)
-    for axis in axes[len(names):]:
+    for axis in axes[len(names) :]:
         axis.set_visible(False)
     axes[0].legend(title="group", fontsize=7)
     figure.suptitle("Performance per value and group (controlled)")

@@ -30,9 +30,12 @@ class PixelPipeline:
     def __init__(self, transforms: dict):
         self.image_size = int(transforms.get("image_size", 112))
         self.resize = int(transforms.get("resize") or self.image_size)
-        self._geometry = v2.Compose([v2.Resize((self.resize, self.resize), antialias=True),
-                                     v2.CenterCrop(self.image_size)])
-        self._normalise = v2.Normalize(list(transforms.get("mean", (0.5,) * 3)), list(transforms.get("std", (0.5,) * 3)))
+        self._geometry = v2.Compose(
+            [v2.Resize((self.resize, self.resize), antialias=True), v2.CenterCrop(self.image_size)]
+        )
+        self._normalise = v2.Normalize(
+            list(transforms.get("mean", (0.5,) * 3)), list(transforms.get("std", (0.5,) * 3))
+        )
 
     def geometry(self, image: Image.Image | np.ndarray) -> np.ndarray:
         """uint8 [H, W, 3] of an image (a PIL image or an array of any size), resized and centre-cropped."""
@@ -50,12 +53,13 @@ class PixelPipeline:
 
 
 @torch.no_grad()
-def embed_arrays(model: AuditedModel, pipeline: PixelPipeline, images: Sequence[np.ndarray],
-                 batch_size: int = 64) -> torch.Tensor:
+def embed_arrays(
+    model: AuditedModel, pipeline: PixelPipeline, images: Sequence[np.ndarray], batch_size: int = 64
+) -> torch.Tensor:
     """[N, D] L2-normalised embeddings (on the CPU) of uint8 images, in batches of ``batch_size``."""
     out = []
     for start in range(0, len(images), batch_size):
-        batch = pipeline.to_tensor(images[start:start + batch_size]).to(model.device)
+        batch = pipeline.to_tensor(images[start : start + batch_size]).to(model.device)
         out.append(F.normalize(model.embed(batch).float(), dim=1).cpu())
     return torch.cat(out) if out else torch.zeros(0, 0)
 
@@ -89,13 +93,21 @@ def cap_per_group(rows: np.ndarray, groups: np.ndarray, max_per_group: int | Non
     if max_per_group is None:
         return np.sort(rows)
     rng = np.random.default_rng(seed)
-    kept = [rng.choice(rows[groups == g], size=min(max_per_group, int((groups == g).sum())), replace=False)
-            for g in np.unique(groups)]
+    kept = [
+        rng.choice(rows[groups == g], size=min(max_per_group, int((groups == g).sum())), replace=False)
+        for g in np.unique(groups)
+    ]
     return np.sort(np.concatenate(kept)) if kept else rows[:0]
 
 
-def enrol_gallery(model: AuditedModel, data: AuditData, pipeline: PixelPipeline, *, gallery_images: int = 1,
-                  max_probes_per_group: int | None = None) -> Gallery:
+def enrol_gallery(
+    model: AuditedModel,
+    data: AuditData,
+    pipeline: PixelPipeline,
+    *,
+    gallery_images: int = 1,
+    max_probes_per_group: int | None = None,
+) -> Gallery:
     """Clean templates from each identity's enrolment images; probes capped per group (seeded by ``data.seed``)."""
     frame = data.frame
     labels = np.unique(frame["identity"].to_numpy(), return_inverse=True)[1]
@@ -105,8 +117,10 @@ def enrol_gallery(model: AuditedModel, data: AuditData, pipeline: PixelPipeline,
     probes = cap_per_group(probes, groups[probes], max_probes_per_group, data.seed)
     images = {row: pipeline.load(data.root / frame["path"].iloc[row]) for row in (*enrolment, *probes)}
     enrolled = embed_arrays(model, pipeline, [images[row] for row in enrolment], data.batch_size)
-    sums = torch.zeros(int(labels.max()) + 1, enrolled.shape[1]).index_add_(0, torch.as_tensor(labels[enrolment]),
-                                                                           enrolled)
+    sums = torch.zeros(int(labels.max()) + 1, enrolled.shape[1]).index_add_(
+        0, torch.as_tensor(labels[enrolment]), enrolled
+    )
     clean = [images[row] for row in probes]
-    return Gallery(F.normalize(sums, dim=1), labels, probes, clean,
-                   embed_arrays(model, pipeline, clean, data.batch_size))
+    return Gallery(
+        F.normalize(sums, dim=1), labels, probes, clean, embed_arrays(model, pipeline, clean, data.batch_size)
+    )

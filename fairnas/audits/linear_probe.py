@@ -40,8 +40,9 @@ def stage_features(backbone: nn.Module, images: torch.Tensor) -> list[torch.Tens
     elif isinstance(backbone, SearchableDPN):
         maps = backbone.stage_features(images, last=2)
     else:
-        raise ValueError(f"linear probes support TimmBackbone and SearchableDPN backbones, not "
-                         f"{type(backbone).__name__}")
+        raise ValueError(
+            f"linear probes support TimmBackbone and SearchableDPN backbones, not {type(backbone).__name__}"
+        )
     return [feature.flatten(2).mean(dim=2) if feature.ndim > 2 else feature for feature in maps]
 
 
@@ -63,8 +64,11 @@ def probe_features(
             features[layer].append(value.float().cpu())
         groups.append(batch["group"])
         identities.append(batch["label"])
-    return ({layer: torch.cat(values).numpy() for layer, values in features.items()},
-            torch.cat(groups).numpy(), torch.cat(identities).numpy())
+    return (
+        {layer: torch.cat(values).numpy() for layer, values in features.items()},
+        torch.cat(groups).numpy(),
+        torch.cat(identities).numpy(),
+    )
 
 
 def linear_probe(
@@ -92,26 +96,36 @@ def linear_probe(
     return result
 
 
-def probe_accuracy(embedder: FaceEmbedder, dataset: FaceImageDataset, *, device: str | torch.device = "cpu",
-                   batch_size: int = 64, num_workers: int = 0, seed: int = 0) -> dict[str, float]:
+def probe_accuracy(
+    embedder: FaceEmbedder,
+    dataset: FaceImageDataset,
+    *,
+    device: str | torch.device = "cpu",
+    batch_size: int = 64,
+    num_workers: int = 0,
+    seed: int = 0,
+) -> dict[str, float]:
     """:func:`linear_probe` of every layer on the images of ``dataset`` inside the group order."""
     loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers)
     features, groups, identities = probe_features(embedder, loader, device)
     inside = groups >= 0
-    return linear_probe({layer: values[inside] for layer, values in features.items()}, groups[inside],
-                        identities[inside], seed=seed)
+    return linear_probe(
+        {layer: values[inside] for layer, values in features.items()}, groups[inside], identities[inside], seed=seed
+    )
 
 
 def audit(model, data: AuditData, config: object = None) -> AuditResult:
     """The audit-command form: probe accuracy per layer on ``data``'s split, beside the chance level."""
-    result = probe_accuracy(model.embedder, data.dataset, device=model.device, batch_size=data.batch_size,
-                            seed=data.seed)
-    table = pd.DataFrame({"layer": [*LAYERS, "chance"],
-                          "accuracy": [result[name] for name in (*LAYERS, "chance")]})
+    result = probe_accuracy(
+        model.embedder, data.dataset, device=model.device, batch_size=data.batch_size, seed=data.seed
+    )
+    table = pd.DataFrame({"layer": [*LAYERS, "chance"], "accuracy": [result[name] for name in (*LAYERS, "chance")]})
     lift = result["embedding"] - result["chance"]
-    finding = (f"A linear probe predicts the protected group from the face embedding with accuracy "
-               f"{result['embedding']:.1%} on held-out identities (chance {result['chance']:.1%}, "
-               f"{lift:+.1%} above it; last stage {result['layer_N']:.1%}, stage N-1 {result['layer_N-1']:.1%}): "
-               "the higher above chance, the more linearly the representation exposes the attribute "
-               "(thesis Sec. 4.5.7).")
+    finding = (
+        f"A linear probe predicts the protected group from the face embedding with accuracy "
+        f"{result['embedding']:.1%} on held-out identities (chance {result['chance']:.1%}, "
+        f"{lift:+.1%} above it; last stage {result['layer_N']:.1%}, stage N-1 {result['layer_N-1']:.1%}): "
+        "the higher above chance, the more linearly the representation exposes the attribute "
+        "(thesis Sec. 4.5.7)."
+    )
     return AuditResult(tables={"accuracy": table}, figures={}, summary=result, finding=finding)

@@ -49,9 +49,21 @@ from statsmodels.stats.proportion import proportion_confint
 from fairnas.audits.base import AuditData, AuditResult, progress
 from fairnas.audits.identification import PixelPipeline, embed_arrays, enrol_gallery
 from fairnas.audits.statistics import holm
-from fairnas.data.synthetic.mutations import (ID, IMAGE_MUTATIONS, MUTATIONS, OOD, SYNTHETIC_MUTATIONS,
-                                              Mutation, MutationPlanner, SyntheticSource, TrainingRanges,
-                                              is_synthetic, render_mutation, settings_from, transform_image)
+from fairnas.data.synthetic.mutations import (
+    ID,
+    IMAGE_MUTATIONS,
+    MUTATIONS,
+    OOD,
+    SYNTHETIC_MUTATIONS,
+    Mutation,
+    MutationPlanner,
+    SyntheticSource,
+    TrainingRanges,
+    is_synthetic,
+    render_mutation,
+    settings_from,
+    transform_image,
+)
 
 ORACLES = ("metamorphic", "exclusion", "inclusion", "ground_truth")
 TESTED_ORACLES = ("metamorphic", "exclusion", "inclusion")
@@ -74,8 +86,9 @@ def requested_mutations(config) -> list[str]:
     names = list(names)
     unknown = [name for name in names if name not in MUTATIONS]
     if unknown or not names:
-        raise ValueError(f"ood.mutations: unknown mutation(s) {unknown or names}; allowed: 'all' or a list of "
-                         f"{list(MUTATIONS)}")
+        raise ValueError(
+            f"ood.mutations: unknown mutation(s) {unknown or names}; allowed: 'all' or a list of {list(MUTATIONS)}"
+        )
     return list(dict.fromkeys(names))
 
 
@@ -89,8 +102,10 @@ def resolve_mutations(config, synthetic: bool) -> list[str]:
         return list(IMAGE_MUTATIONS)
     rerendered = [name for name in names if name in SYNTHETIC_MUTATIONS]
     if rerendered:
-        raise ValueError(f"ood.mutations: {rerendered} re-render a synthetic face and need a synthetic data set "
-                         f"(spec.json); on real images only {list(IMAGE_MUTATIONS)} apply")
+        raise ValueError(
+            f"ood.mutations: {rerendered} re-render a synthetic face and need a synthetic data set "
+            f"(spec.json); on real images only {list(IMAGE_MUTATIONS)} apply"
+        )
     return names
 
 
@@ -117,8 +132,13 @@ def audit(model, data: AuditData, config: DictConfig) -> AuditResult:
     ranges = TrainingRanges.from_frame(data.datamodule.splits["train"]) if synthetic else TrainingRanges({}, {})
     planner = MutationPlanner(ranges, settings_from(config))
     pipeline = PixelPipeline(data.transforms)
-    gallery = enrol_gallery(model, data, pipeline, gallery_images=_get(config, "gallery_images"),
-                            max_probes_per_group=_get(config, "max_probes_per_group"))
+    gallery = enrol_gallery(
+        model,
+        data,
+        pipeline,
+        gallery_images=_get(config, "gallery_images"),
+        max_probes_per_group=_get(config, "max_probes_per_group"),
+    )
     frame = data.frame.iloc[gallery.probe_rows].reset_index(drop=True)
     if source is not None and len(frame):
         source.check_reproduces(frame["path"].iloc[0])
@@ -156,11 +176,17 @@ def audit(model, data: AuditData, config: DictConfig) -> AuditResult:
     rates = rate_table(records, data.group_order, names)
     tests = fisher_tests(rates, data.group_order, float(_get(config, "alpha")))
     ratios = ratio_table(rates)
-    figures = {"error_rates": _rate_figure(rates, data.group_order, names),
-               "examples": _example_figure(gallery.clean[0] if len(frame) else None, images, records)}
+    figures = {
+        "error_rates": _rate_figure(rates, data.group_order, names),
+        "examples": _example_figure(gallery.clean[0] if len(frame) else None, images, records),
+    }
     summary = _summary(records, rates, tests, ratios, ranges, planner, names, synthetic, float(_get(config, "alpha")))
-    return AuditResult({"records": records, "rates": rates, "tests": tests, "ratios": ratios}, figures, summary,
-                       _finding(summary, rates, tests, data.group_order))
+    return AuditResult(
+        {"records": records, "rates": rates, "tests": tests, "ratios": ratios},
+        figures,
+        summary,
+        _finding(summary, rates, tests, data.group_order),
+    )
 
 
 def _records(frame, groups, classes, truth, original, plans, predicted) -> pd.DataFrame:
@@ -169,22 +195,24 @@ def _records(frame, groups, classes, truth, original, plans, predicted) -> pd.Da
     before, after, true = original[positions], predicted, truth[positions]
     correct_before, correct_after = before == true, after == true
     flip = before != after
-    return pd.DataFrame({
-        "path": frame["path"].to_numpy()[positions],
-        "identity": frame["identity"].astype(str).to_numpy()[positions],
-        "group": groups[positions],
-        "mutation": [m.name for _, m in plans],
-        "value": [m.value if isinstance(m.value, str) else round(float(m.value), 4) for _, m in plans],
-        "distribution": [m.distribution for _, m in plans],
-        "original_prediction": classes[before] if len(classes) else before,
-        "mutated_prediction": classes[after] if len(classes) else after,
-        "correct_original": correct_before,
-        "correct_mutated": correct_after,
-        "metamorphic": flip,
-        "exclusion": flip & correct_before,
-        "inclusion": flip & ~correct_before,
-        "ground_truth": correct_before.astype(int) - correct_after.astype(int),
-    })
+    return pd.DataFrame(
+        {
+            "path": frame["path"].to_numpy()[positions],
+            "identity": frame["identity"].astype(str).to_numpy()[positions],
+            "group": groups[positions],
+            "mutation": [m.name for _, m in plans],
+            "value": [m.value if isinstance(m.value, str) else round(float(m.value), 4) for _, m in plans],
+            "distribution": [m.distribution for _, m in plans],
+            "original_prediction": classes[before] if len(classes) else before,
+            "mutated_prediction": classes[after] if len(classes) else after,
+            "correct_original": correct_before,
+            "correct_mutated": correct_after,
+            "metamorphic": flip,
+            "exclusion": flip & correct_before,
+            "inclusion": flip & ~correct_before,
+            "ground_truth": correct_before.astype(int) - correct_after.astype(int),
+        }
+    )
 
 
 def rate_table(records: pd.DataFrame, group_order, mutations) -> pd.DataFrame:
@@ -200,14 +228,31 @@ def rate_table(records: pd.DataFrame, group_order, mutations) -> pd.DataFrame:
             for group in group_order:
                 values = subset.loc[subset["group"] == group, oracle]
                 if len(values):
-                    block.append({"mutation": mutation, "distribution": distribution, "oracle": oracle,
-                                  "group": group, "inputs": len(values), "violations": int(values.sum()),
-                                  "error_rate": float(values.sum()) / len(values)})
+                    block.append(
+                        {
+                            "mutation": mutation,
+                            "distribution": distribution,
+                            "oracle": oracle,
+                            "group": group,
+                            "inputs": len(values),
+                            "violations": int(values.sum()),
+                            "error_rate": float(values.sum()) / len(values),
+                        }
+                    )
             mean = float(np.mean([row["error_rate"] for row in block]))
             for row in block:
                 rows.append({**row, "mean_error_rate": mean, "eq5_violation": bool(row["error_rate"] > mean)})
-    columns = ["mutation", "distribution", "oracle", "group", "inputs", "violations", "error_rate",
-               "mean_error_rate", "eq5_violation"]
+    columns = [
+        "mutation",
+        "distribution",
+        "oracle",
+        "group",
+        "inputs",
+        "violations",
+        "error_rate",
+        "mean_error_rate",
+        "eq5_violation",
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -222,13 +267,41 @@ def fisher_tests(rates: pd.DataFrame, group_order, alpha: float) -> pd.DataFrame
             a, b = block.loc[first], block.loc[second]
             table = [[int(row.violations), int(row.inputs - row.violations)] for row in (a, b)]
             odds, p_value = fisher_exact(table)
-            rows.append({"mutation": mutation, "distribution": distribution, "oracle": oracle, "group_a": first,
-                         "group_b": second, "violations_a": table[0][0], "inputs_a": int(a.inputs),
-                         "violations_b": table[1][0], "inputs_b": int(b.inputs), "error_rate_a": float(a.error_rate),
-                         "error_rate_b": float(b.error_rate), "odds_ratio": float(odds), "p_value": float(p_value)})
-    tests = pd.DataFrame(rows, columns=["mutation", "distribution", "oracle", "group_a", "group_b", "violations_a",
-                                        "inputs_a", "violations_b", "inputs_b", "error_rate_a", "error_rate_b",
-                                        "odds_ratio", "p_value"])
+            rows.append(
+                {
+                    "mutation": mutation,
+                    "distribution": distribution,
+                    "oracle": oracle,
+                    "group_a": first,
+                    "group_b": second,
+                    "violations_a": table[0][0],
+                    "inputs_a": int(a.inputs),
+                    "violations_b": table[1][0],
+                    "inputs_b": int(b.inputs),
+                    "error_rate_a": float(a.error_rate),
+                    "error_rate_b": float(b.error_rate),
+                    "odds_ratio": float(odds),
+                    "p_value": float(p_value),
+                }
+            )
+    tests = pd.DataFrame(
+        rows,
+        columns=[
+            "mutation",
+            "distribution",
+            "oracle",
+            "group_a",
+            "group_b",
+            "violations_a",
+            "inputs_a",
+            "violations_b",
+            "inputs_b",
+            "error_rate_a",
+            "error_rate_b",
+            "odds_ratio",
+            "p_value",
+        ],
+    )
     if len(tests):
         tests["p_holm"], tests["significant"] = holm(tests["p_value"].to_numpy(float), alpha)
     else:
@@ -240,8 +313,9 @@ def ratio_table(rates: pd.DataFrame) -> pd.DataFrame:
     """Per group, mutation and count oracle: ID and OOD error rates and OOD / ID (inf when only OOD errs, NaN when
     neither does or one distribution has no inputs)."""
     counted = rates[rates["oracle"].isin(TESTED_ORACLES)]
-    wide = counted.pivot_table(index=["mutation", "oracle", "group"], columns="distribution", values="error_rate",
-                               sort=False)
+    wide = counted.pivot_table(
+        index=["mutation", "oracle", "group"], columns="distribution", values="error_rate", sort=False
+    )
     for distribution in DISTRIBUTIONS:
         if distribution not in wide.columns:
             wide[distribution] = np.nan
@@ -269,20 +343,28 @@ def _summary(records, rates, tests, ratios, ranges, planner, names, synthetic, a
         "id_ranges": ranges.as_dict() if synthetic else {},
         "image_thresholds": {key: list(planner.settings[key]) for key in ("rotation_deg", "zoom", "crop")},
         "flip_rate": {d: _json_number(overall.get(d, np.nan)) for d in DISTRIBUTIONS},
-        "flip_rate_by_group": {f"{r.mutation}/{r.distribution}/{r.group}": _json_number(r.error_rate)
-                               for r in flips.itertuples()},
-        "ood_id_ratio": {f"{r.mutation}/{r.group}": _json_number(r.ood_id_ratio)
-                         for r in ratios[ratios["oracle"] == "metamorphic"].itertuples()},
-        "eq5_violations": {f"{r.mutation}/{r.distribution}/{r.group}": bool(r.eq5_violation)
-                           for r in flips.itertuples()},
+        "flip_rate_by_group": {
+            f"{r.mutation}/{r.distribution}/{r.group}": _json_number(r.error_rate) for r in flips.itertuples()
+        },
+        "ood_id_ratio": {
+            f"{r.mutation}/{r.group}": _json_number(r.ood_id_ratio)
+            for r in ratios[ratios["oracle"] == "metamorphic"].itertuples()
+        },
+        "eq5_violations": {
+            f"{r.mutation}/{r.distribution}/{r.group}": bool(r.eq5_violation) for r in flips.itertuples()
+        },
         "n_tests": len(tests),
         "n_significant": int(tests["significant"].sum()) if len(tests) else 0,
         "alpha": alpha,
     }
     if len(flips):
         worst = flips.loc[flips["error_rate"].idxmax()]
-        summary["worst"] = {"mutation": worst.mutation, "distribution": worst.distribution, "group": worst.group,
-                            "flip_rate": float(worst.error_rate)}
+        summary["worst"] = {
+            "mutation": worst.mutation,
+            "distribution": worst.distribution,
+            "group": worst.group,
+            "flip_rate": float(worst.error_rate),
+        }
     return summary
 
 
@@ -290,9 +372,11 @@ def _finding(summary: dict, rates: pd.DataFrame, tests: pd.DataFrame, group_orde
     if not summary["n_inputs"]:
         return "No probe could be mutated, so nothing was tested."
     rate = summary["flip_rate"]
-    text = [f"Mutating each probe once in and once out of the training distribution changed the predicted "
-            f"identity for {100 * (rate[ID] or 0):.1f}% of in-distribution and {100 * (rate[OOD] or 0):.1f}% of "
-            f"out-of-distribution mutations (metamorphic oracle, all groups)."]
+    text = [
+        f"Mutating each probe once in and once out of the training distribution changed the predicted "
+        f"identity for {100 * (rate[ID] or 0):.1f}% of in-distribution and {100 * (rate[OOD] or 0):.1f}% of "
+        f"out-of-distribution mutations (metamorphic oracle, all groups)."
+    ]
     flips = rates[rates["oracle"] == "metamorphic"]
     if "worst" in summary and len(group_order) > 1:
         worst = summary["worst"]
@@ -302,15 +386,21 @@ def _finding(summary: dict, rates: pd.DataFrame, tests: pd.DataFrame, group_orde
     significant = tests[tests["significant"]] if len(tests) else tests
     if len(significant):
         top = significant.sort_values("p_holm").iloc[0]
-        text.append(f"{len(significant)} of {len(tests)} Holm-corrected Fisher tests between groups are significant "
-                    f"at {summary['alpha']:g}, the strongest for {top.mutation} ({top.distribution}, {top.oracle}: "
-                    f"{top.group_a} {100 * top.error_rate_a:.0f}% vs {top.group_b} {100 * top.error_rate_b:.0f}%).")
+        text.append(
+            f"{len(significant)} of {len(tests)} Holm-corrected Fisher tests between groups are significant "
+            f"at {summary['alpha']:g}, the strongest for {top.mutation} ({top.distribution}, {top.oracle}: "
+            f"{top.group_a} {100 * top.error_rate_a:.0f}% vs {top.group_b} {100 * top.error_rate_b:.0f}%)."
+        )
     else:
-        text.append(f"None of the {len(tests)} Holm-corrected Fisher tests between groups is significant at "
-                    f"{summary['alpha']:g}.")
+        text.append(
+            f"None of the {len(tests)} Holm-corrected Fisher tests between groups is significant at "
+            f"{summary['alpha']:g}."
+        )
     if len(group_order) == 2:
-        text.append("DistroFair's Eq. 5 flags the worse of two groups whenever the rates differ at all, so read "
-                    "its flags only together with these tests.")
+        text.append(
+            "DistroFair's Eq. 5 flags the worse of two groups whenever the rates differ at all, so read "
+            "its flags only together with these tests."
+        )
     return " ".join(text)
 
 
@@ -338,9 +428,17 @@ def _rate_figure(rates: pd.DataFrame, group_order, mutations) -> Figure:
                 low.append(0.0)
                 high.append(0.0)
         x = np.arange(len(mutations)) + offset * width
-        axis.bar(x, heights, width, yerr=[low, high], capsize=2, color=colours[group],
-                 alpha=0.55 if distribution == ID else 1.0, hatch="" if distribution == ID else "//",
-                 label=f"{group} {distribution}")
+        axis.bar(
+            x,
+            heights,
+            width,
+            yerr=[low, high],
+            capsize=2,
+            color=colours[group],
+            alpha=0.55 if distribution == ID else 1.0,
+            hatch="" if distribution == ID else "//",
+            label=f"{group} {distribution}",
+        )
     axis.set_xticks(np.arange(len(mutations)) + 0.4 - width / 2, mutations)
     axis.set(ylabel="flip rate (metamorphic oracle)", title="Identity flips under ID vs OOD mutations", ylim=(0, None))
     axis.legend(ncols=len(group_order), fontsize="small")
@@ -363,6 +461,9 @@ def _example_figure(original: np.ndarray | None, images: list[np.ndarray], recor
     for axis, image, record in zip(axes[1:], images, records.head(count).itertuples(), strict=False):
         axis.imshow(image)
         mutation = Mutation(record.mutation, record.value, record.distribution)
-        axis.set_title(f"{mutation.label}\n{record.distribution}{' flip' if record.metamorphic else ''}", fontsize=7,
-                       color="C3" if record.metamorphic else "black")
+        axis.set_title(
+            f"{mutation.label}\n{record.distribution}{' flip' if record.metamorphic else ''}",
+            fontsize=7,
+            color="C3" if record.metamorphic else "black",
+        )
     return figure

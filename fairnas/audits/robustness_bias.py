@@ -31,12 +31,15 @@ def check_config(config: DictConfig) -> None:
     """Methods, partitions, probe counts and every chosen estimator's options, before any model is loaded."""
     unknown = [p for p in config.partitions if p not in PARTITIONS]
     if unknown or not config.partitions:
-        raise ValueError(f"robustness_bias.partitions={list(config.partitions)} must be a non-empty subset of "
-                         f"{list(PARTITIONS)}")
+        raise ValueError(
+            f"robustness_bias.partitions={list(config.partitions)} must be a non-empty subset of {list(PARTITIONS)}"
+        )
     missing = [m for m in config.methods if m not in config.estimators]
     if missing or not config.methods:
-        raise ValueError(f"robustness_bias.methods={list(config.methods)} must name entries of "
-                         f"robustness_bias.estimators: {list(config.estimators)}")
+        raise ValueError(
+            f"robustness_bias.methods={list(config.methods)} must name entries of "
+            f"robustness_bias.estimators: {list(config.estimators)}"
+        )
     check_probe_settings(config.gallery_images, config.max_probes)
     _estimators(config)
 
@@ -45,27 +48,49 @@ def audit(model, data: AuditData, config: DictConfig) -> AuditResult:
     """Distances, I_P(tau) curves and sigma(P) of ``data``'s probes under ``model`` (a trained run's module)."""
     estimators = _estimators(config)
     dataset = data.dataset
-    probes = build_probe_set(model, dataset, split=data.split, gallery_images=config.gallery_images,
-                             max_probes=config.max_probes, seed=data.seed, batch_size=data.batch_size)
+    probes = build_probe_set(
+        model,
+        dataset,
+        split=data.split,
+        gallery_images=config.gallery_images,
+        max_probes=config.max_probes,
+        seed=data.seed,
+        batch_size=data.batch_size,
+    )
     log.info("robustness bias: %d %s probes with %s", len(probes.indices), data.split, ", ".join(estimators))
     distances = measure_distances(probes, estimators, batch_size=data.batch_size)
 
     rows = data.frame.iloc[probes.indices]
-    table = pd.DataFrame({"path": rows["path"].to_numpy(), "identity": rows["identity"].astype(str).to_numpy(),
-                          "group": group_names(probes.groups, data.group_order), "label": probes.labels,
-                          **distances})
+    table = pd.DataFrame(
+        {
+            "path": rows["path"].to_numpy(),
+            "identity": rows["identity"].astype(str).to_numpy(),
+            "group": group_names(probes.groups, data.group_order),
+            "label": probes.labels,
+            **distances,
+        }
+    )
     orders = {"group": data.group_order, "identity": None}
-    reports = {(method, partition): robustness_bias_report(table[method], table[partition], orders[partition],
-                                                           n_points=config.n_points)
-               for method in estimators for partition in config.partitions}
-    summary = {"n_probes": len(table),
-               "methods": {method: {"bound": estimators[method].bound,
-                                    **{p: _summary(reports[method, p]) for p in config.partitions}}
-                           for method in estimators}}
+    reports = {
+        (method, partition): robustness_bias_report(
+            table[method], table[partition], orders[partition], n_points=config.n_points
+        )
+        for method in estimators
+        for partition in config.partitions
+    }
+    summary = {
+        "n_probes": len(table),
+        "methods": {
+            method: {"bound": estimators[method].bound, **{p: _summary(reports[method, p]) for p in config.partitions}}
+            for method in estimators
+        },
+    }
     return AuditResult(
-        tables={"distances": table,
-                "scores": _long_frame({key: report.scores for key, report in reports.items()}, estimators),
-                "curves": _long_frame({key: report.curves for key, report in reports.items()}, estimators)},
+        tables={
+            "distances": table,
+            "scores": _long_frame({key: report.scores for key, report in reports.items()}, estimators),
+            "curves": _long_frame({key: report.curves for key, report in reports.items()}, estimators),
+        },
         figures={f"curves_{p}": plot_curves({m: reports[m, p] for m in estimators}, p) for p in config.partitions},
         summary=summary,
         finding=_finding(summary, data.group_order),
@@ -78,14 +103,23 @@ def _estimators(config: DictConfig) -> dict:
 
 def _long_frame(frames: dict[tuple[str, str], pd.DataFrame], estimators: dict) -> pd.DataFrame:
     """Stack per-(method, partition) frames with method, bound and partition columns in front."""
-    return pd.concat([frame.assign(method=method, bound=estimators[method].bound, partition=partition)
-                      [["method", "bound", "partition", *frame.columns]]
-                      for (method, partition), frame in frames.items()], ignore_index=True)
+    return pd.concat(
+        [
+            frame.assign(method=method, bound=estimators[method].bound, partition=partition)[
+                ["method", "bound", "partition", *frame.columns]
+            ]
+            for (method, partition), frame in frames.items()
+        ],
+        ignore_index=True,
+    )
 
 
 def _summary(report: RobustnessBiasReport) -> dict:
-    return {"robustness_bias": report.robustness_bias, "tau_max": report.tau_max,
-            "sigma": dict(zip(report.scores["member"], map(float, report.scores["sigma"]), strict=True))}
+    return {
+        "robustness_bias": report.robustness_bias,
+        "tau_max": report.tau_max,
+        "sigma": dict(zip(report.scores["member"], map(float, report.scores["sigma"]), strict=True)),
+    }
 
 
 def _finding(summary: dict, group_order: list[str]) -> str:
@@ -96,10 +130,14 @@ def _finding(summary: dict, group_order: list[str]) -> str:
             continue
         sigma = result["group"]["sigma"]
         worst = min(sigma, key=sigma.get)
-        sentences.append(f"{method} ({result['bound']} bound): group {worst} is the least robust "
-                         f"(sigma {sigma[worst]:+.3g}; robustness bias {result['group']['robustness_bias']:.3g}).")
+        sentences.append(
+            f"{method} ({result['bound']} bound): group {worst} is the least robust "
+            f"(sigma {sigma[worst]:+.3g}; robustness bias {result['group']['robustness_bias']:.3g})."
+        )
     if not sentences:
         return f"Robustness bias was measured for {summary['n_probes']} probes over identities only."
-    return (" ".join(sentences) + " Sigma is the area between a group's and the other probes' share of probes "
-            "farther than tau from the decision boundary (thesis Eq. 2.3); negative means closer, i.e. easier to "
-            "flip with a small perturbation.")
+    return (
+        " ".join(sentences) + " Sigma is the area between a group's and the other probes' share of probes "
+        "farther than tau from the decision boundary (thesis Eq. 2.3); negative means closer, i.e. easier to "
+        "flip with a small perturbation."
+    )

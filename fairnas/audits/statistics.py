@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 import warnings
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 import pandas as pd
@@ -35,8 +35,9 @@ KRUSKAL = "kruskal_wallis"
 WILCOXON = "wilcoxon_rank_sum"
 
 
-def unit_means(frame: pd.DataFrame, metrics: Sequence[str], unit: str, by: Sequence[str] = (),
-               group: str = "group") -> pd.DataFrame:
+def unit_means(
+    frame: pd.DataFrame, metrics: Sequence[str], unit: str, by: Sequence[str] = (), group: str = "group"
+) -> pd.DataFrame:
     """One row per ``unit`` (e.g. source image) and value of ``by``: the mean of each metric over its records."""
     return frame.groupby([*by, group, unit], sort=False, observed=True)[list(metrics)].mean().reset_index()
 
@@ -51,8 +52,9 @@ def mean_se(frame: pd.DataFrame, metrics: Sequence[str], by: Sequence[str]) -> p
     return out.reset_index()
 
 
-def group_tests(values: pd.DataFrame, metric: str, order: Sequence[str], *, group: str = "group",
-                lower_is_better: bool = False) -> list[dict]:
+def group_tests(
+    values: pd.DataFrame, metric: str, order: Sequence[str], *, group: str = "group", lower_is_better: bool = False
+) -> list[dict]:
     """Kruskal-Wallis across the groups of ``order`` present in ``values`` and two-sided Wilcoxon rank-sum
     (Mann-Whitney U) tests of every pair: rows with ``test, groups, n, statistic, p, worse, note``. ``worse``
     is the group with the worst mean (of the pair; of all groups for Kruskal-Wallis)."""
@@ -62,8 +64,10 @@ def group_tests(values: pd.DataFrame, metric: str, order: Sequence[str], *, grou
         return []
     sign = 1.0 if lower_is_better else -1.0
     rows = []
-    for test, names in [(KRUSKAL, list(samples)), *((WILCOXON, list(pair)) for pair in
-                                                    itertools.combinations(samples, 2))]:
+    for test, names in [
+        (KRUSKAL, list(samples)),
+        *((WILCOXON, list(pair)) for pair in itertools.combinations(samples, 2)),
+    ]:
         data = [samples[name] for name in names]
         worse = max(names, key=lambda name: sign * samples[name].mean())
         row = {"test": test, "groups": ",".join(names), "n": sum(map(len, data)), "worse": worse, "note": ""}
@@ -79,9 +83,17 @@ def group_tests(values: pd.DataFrame, metric: str, order: Sequence[str], *, grou
     return rows
 
 
-def scoped_tests(frame: pd.DataFrame, metrics: Sequence[str], order: Sequence[str], *, unit: str,
-                 scopes: Sequence[str] = (), group: str = "group", alpha: float = 0.05,
-                 lower_is_better: Collection[str] = ()) -> pd.DataFrame:
+def scoped_tests(
+    frame: pd.DataFrame,
+    metrics: Sequence[str],
+    order: Sequence[str],
+    *,
+    unit: str,
+    scopes: Sequence[str] = (),
+    group: str = "group",
+    alpha: float = 0.05,
+    lower_is_better: Collection[str] = (),
+) -> pd.DataFrame:
     """:func:`group_tests` of every metric, pooled and per value of each column in ``scopes``, on per-``unit``
     means (:func:`unit_means`), Holm-corrected over the whole table.
 
@@ -94,15 +106,30 @@ def scoped_tests(frame: pd.DataFrame, metrics: Sequence[str], order: Sequence[st
         parts = [("all", means)] if scope == "pooled" else list(means.groupby(scope, sort=False))
         for value, part in parts:
             for metric in metrics:
-                rows += [{"metric": metric, "scope": scope, "scope_value": str(value), **row} for row in
-                         group_tests(part, metric, order, group=group, lower_is_better=metric in lower_is_better)]
-    columns = ["test", "metric", "scope", "scope_value", "groups", "n", "statistic", "p", "p_holm", "significant",
-               "worse", "note"]
+                rows += [
+                    {"metric": metric, "scope": scope, "scope_value": str(value), **row}
+                    for row in group_tests(part, metric, order, group=group, lower_is_better=metric in lower_is_better)
+                ]
+    columns = [
+        "test",
+        "metric",
+        "scope",
+        "scope_value",
+        "groups",
+        "n",
+        "statistic",
+        "p",
+        "p_holm",
+        "significant",
+        "worse",
+        "note",
+    ]
     tests = pd.DataFrame(rows, columns=columns)
     tests["p_holm"], rejected = holm(tests["p"].to_numpy(float), alpha)
     scopes = list(tests[["metric", "scope", "scope_value"]].itertuples(index=False, name=None))
-    kruskal = {scope for scope, test, reject in zip(scopes, tests["test"], rejected, strict=True)
-               if test == KRUSKAL and reject}
+    kruskal = {
+        scope for scope, test, reject in zip(scopes, tests["test"], rejected, strict=True) if test == KRUSKAL and reject
+    }
     tests["significant"] = rejected & np.array([scope in kruskal for scope in scopes], dtype=bool)
     return tests
 
@@ -118,8 +145,16 @@ def holm(p: np.ndarray, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
     return adjusted, rejected
 
 
-def odds_ratios(frame: pd.DataFrame, outcome: str, order: Sequence[str], *, cluster: str,
-                fixed: Sequence[str] = (), group: str = "group", level: float = 0.95) -> pd.DataFrame:
+def odds_ratios(
+    frame: pd.DataFrame,
+    outcome: str,
+    order: Sequence[str],
+    *,
+    cluster: str,
+    fixed: Sequence[str] = (),
+    group: str = "group",
+    level: float = 0.95,
+) -> pd.DataFrame:
     """Odds ratios of ``outcome`` (0/1) of each group against the first group of ``order``.
 
     A logistic regression (binomial GLM) of ``outcome`` on group dummies plus fixed effects of every combination
@@ -134,8 +169,9 @@ def odds_ratios(frame: pd.DataFrame, outcome: str, order: Sequence[str], *, clus
     data = data[data.groupby("_cell")[outcome].transform("nunique") > 1]
     groups = set(data[group])
     note = _unidentified(data, outcome, group, reference, groups)
-    rows = {other: {"note": note or ("" if other in groups else f"no informative record of {other}")}
-            for other in others}
+    rows = {
+        other: {"note": note or ("" if other in groups else f"no informative record of {other}")} for other in others
+    }
     for other in others:
         if not rows[other]["note"] and data.loc[data[group] == other, outcome].nunique() < 2:
             rows[other]["note"] = f"perfect separation: {outcome} of {other} is constant"
@@ -145,8 +181,10 @@ def odds_ratios(frame: pd.DataFrame, outcome: str, order: Sequence[str], *, clus
         estimates, failure = _fit_logit(data, outcome, group, fitted, cluster, level)
         for other in fitted:
             rows[other] = estimates.get(other, {"note": failure})
-    return pd.DataFrame([{"outcome": outcome, "group": other, "reference": reference, **_NAN, **rows[other]}
-                         for other in others], columns=["outcome", "group", "reference", *_NAN, "note"])
+    return pd.DataFrame(
+        [{"outcome": outcome, "group": other, "reference": reference, **_NAN, **rows[other]} for other in others],
+        columns=["outcome", "group", "reference", *_NAN, "note"],
+    )
 
 
 _NAN = {"odds_ratio": np.nan, "ci_low": np.nan, "ci_high": np.nan, "p": np.nan, "n": 0, "n_clusters": 0}
@@ -163,11 +201,17 @@ def _unidentified(data: pd.DataFrame, outcome: str, group: str, reference: str, 
     return ""
 
 
-def _fit_logit(data: pd.DataFrame, outcome: str, group: str, others: list[str], cluster: str,
-               level: float) -> tuple[dict, str]:
+def _fit_logit(
+    data: pd.DataFrame, outcome: str, group: str, others: list[str], cluster: str, level: float
+) -> tuple[dict, str]:
     """({group: estimate row}, '') of the clustered logistic regression, or ({}, why it failed)."""
-    design = pd.concat([pd.get_dummies(data[group]).reindex(columns=others, fill_value=False),
-                        pd.get_dummies(data["_cell"], prefix="cell", drop_first=True)], axis=1).astype(float)
+    design = pd.concat(
+        [
+            pd.get_dummies(data[group]).reindex(columns=others, fill_value=False),
+            pd.get_dummies(data["_cell"], prefix="cell", drop_first=True),
+        ],
+        axis=1,
+    ).astype(float)
     design.insert(0, "const", 1.0)
     clusters = pd.factorize(data[cluster])[0]
     try:
@@ -175,15 +219,22 @@ def _fit_logit(data: pd.DataFrame, outcome: str, group: str, others: list[str], 
             warnings.simplefilter("error", PerfectSeparationWarning)
             warnings.simplefilter("error", ConvergenceWarning)
             fit = sm.GLM(data[outcome].astype(float), design, family=sm.families.Binomial()).fit(
-                cov_type="cluster", cov_kwds={"groups": clusters})
+                cov_type="cluster", cov_kwds={"groups": clusters}
+            )
     except (PerfectSeparationWarning, ConvergenceWarning, np.linalg.LinAlgError, ValueError) as error:
         return {}, f"logistic regression failed: {type(error).__name__}: {str(error).splitlines()[0]}"
     ci = np.exp(fit.conf_int(alpha=1 - level))
     estimates = {}
     for other in others:
-        estimate = {"odds_ratio": float(np.exp(fit.params[other])), "ci_low": float(ci.loc[other, 0]),
-                    "ci_high": float(ci.loc[other, 1]), "p": float(fit.pvalues[other]), "n": len(data),
-                    "n_clusters": int(clusters.max()) + 1, "note": ""}
+        estimate = {
+            "odds_ratio": float(np.exp(fit.params[other])),
+            "ci_low": float(ci.loc[other, 0]),
+            "ci_high": float(ci.loc[other, 1]),
+            "p": float(fit.pvalues[other]),
+            "n": len(data),
+            "n_clusters": int(clusters.max()) + 1,
+            "note": "",
+        }
         if not np.isfinite([estimate["ci_low"], estimate["ci_high"], estimate["odds_ratio"]]).all():
             estimate = {"note": "logistic regression gave a non-finite estimate (quasi-separation)"}
         estimates[other] = estimate

@@ -64,14 +64,21 @@ class FaceDataModule(pl.LightningDataModule):
         super().__init__()
         self.table_source = table
         self.batch_size, self.eval_batch_size, self.num_workers, self.seed = (
-            batch_size, eval_batch_size, resolve_num_workers(num_workers), seed,
+            batch_size,
+            eval_batch_size,
+            resolve_num_workers(num_workers),
+            seed,
         )
         self.transforms = dict(transforms or {})
         self.transform_settings = TransformSettings(**self.transforms)
         self.in_memory_setting = check_in_memory(in_memory, in_memory_limit_gb)
         self.in_memory_limit_gb, self.decoded_dir = in_memory_limit_gb, decoded_dir
-        self.rules = dict(min_images=min_images, balance_identities=balance_identities,
-                          max_images_per_group=max_images_per_group, seed=subset_seed)
+        self.rules = dict(
+            min_images=min_images,
+            balance_identities=balance_identities,
+            max_images_per_group=max_images_per_group,
+            seed=subset_seed,
+        )
         self.requested_group_order = group_order
         self.table: FaceTable | None = None
         self.splits: dict[str, pd.DataFrame] = {}
@@ -87,14 +94,16 @@ class FaceDataModule(pl.LightningDataModule):
         if self.splits:
             return
         self.prepare_data()
-        self.splits = {name: apply_subset_rules(self.table.split(name), self.table.attribute, **self.rules)
-                       for name in SPLITS}
+        self.splits = {
+            name: apply_subset_rules(self.table.split(name), self.table.attribute, **self.rules) for name in SPLITS
+        }
         self.group_order = self._resolve_group_order(self.requested_group_order)
         self._check_splits()
         self.class_names = sorted(self.splits["train"]["identity"].unique())
         self.num_classes = len(self.class_names)
-        self.train_labels = pd.Categorical(self.splits["train"]["identity"],
-                                           categories=self.class_names).codes.astype(np.int64)
+        self.train_labels = pd.Categorical(self.splits["train"]["identity"], categories=self.class_names).codes.astype(
+            np.int64
+        )
 
     def _resolve_group_order(self, group_order: Sequence[str] | None) -> list[str]:
         present = sorted(self.table.frame[self.table.attribute].unique())
@@ -103,8 +112,9 @@ class FaceDataModule(pl.LightningDataModule):
         order = [str(g) for g in group_order]
         unknown = [g for g in order if g not in present]
         if unknown:
-            raise ValueError(f"data.group_order: groups {unknown} not in column '{self.table.attribute}'; "
-                             f"present: {present}")
+            raise ValueError(
+                f"data.group_order: groups {unknown} not in column '{self.table.attribute}'; present: {present}"
+            )
         return order
 
     def _check_splits(self) -> None:
@@ -118,8 +128,10 @@ class FaceDataModule(pl.LightningDataModule):
                     if rows.empty:
                         raise ValueError(f"data: protected group '{group}' has no training images")
                 elif not (rows.groupby("identity").size() >= 2).any():
-                    raise ValueError(f"data: protected group '{group}' has no probes in split '{name}' "
-                                     "(needs an identity with >= 2 images)")
+                    raise ValueError(
+                        f"data: protected group '{group}' has no probes in split '{name}' "
+                        "(needs an identity with >= 2 images)"
+                    )
 
     def group_index(self, frame: pd.DataFrame) -> np.ndarray:
         """Group labels as indices into :attr:`group_order` (-1 for groups outside it)."""
@@ -129,8 +141,13 @@ class FaceDataModule(pl.LightningDataModule):
     def dataset(self, split: str) -> FaceImageDataset:
         """The images of ``split`` one at a time from their files, with the evaluation transform (normalised)."""
         frame = self.splits[split]
-        return FaceImageDataset(self.table.root, frame["path"].tolist(), self.labels(split), self.group_index(frame),
-                                eval_transforms(**self.transforms))
+        return FaceImageDataset(
+            self.table.root,
+            frame["path"].tolist(),
+            self.labels(split),
+            self.group_index(frame),
+            eval_transforms(**self.transforms),
+        )
 
     def train_groups(self) -> np.ndarray:
         """The protected group name of every training image, in the order of :attr:`train_labels`."""
@@ -181,19 +198,35 @@ class FaceDataModule(pl.LightningDataModule):
         pin_memory = torch.cuda.is_available()
         if self.in_memory:
             batches = EpochSeededBatches(len(frame), batch_size, self.seed, shuffle=shuffle, drop_last=shuffle)
-            return DataLoader(DecodedBatches(self.decoded_pixels(split), labels, groups), batch_size=None,
-                              sampler=batches, pin_memory=pin_memory)
-        images = FaceImageDataset(self.table.root, frame["path"].tolist(), labels, groups,
-                                  resize_transform(self.transform_settings.resize))
-        return DataLoader(images, batch_size=batch_size, sampler=EpochSeededSampler(len(frame), self.seed, shuffle),
-                          drop_last=shuffle, num_workers=self.num_workers, persistent_workers=self.num_workers > 0,
-                          pin_memory=pin_memory)
+            return DataLoader(
+                DecodedBatches(self.decoded_pixels(split), labels, groups),
+                batch_size=None,
+                sampler=batches,
+                pin_memory=pin_memory,
+            )
+        images = FaceImageDataset(
+            self.table.root, frame["path"].tolist(), labels, groups, resize_transform(self.transform_settings.resize)
+        )
+        return DataLoader(
+            images,
+            batch_size=batch_size,
+            sampler=EpochSeededSampler(len(frame), self.seed, shuffle),
+            drop_last=shuffle,
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+            pin_memory=pin_memory,
+        )
 
     def decoded_pixels(self, split: str) -> np.ndarray:
         """uint8 [N, 3, resize, resize] of ``split``'s images, decoded once and cached (memory-mapped)."""
         if split not in self._decoded:
-            self._decoded[split] = decoded_images(self.table.root, self.splits[split]["path"].tolist(),
-                                                  self.transform_settings.resize, self.decoded_dir, self.num_workers)
+            self._decoded[split] = decoded_images(
+                self.table.root,
+                self.splits[split]["path"].tolist(),
+                self.transform_settings.resize,
+                self.decoded_dir,
+                self.num_workers,
+            )
         return self._decoded[split]
 
 

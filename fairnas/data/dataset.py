@@ -12,9 +12,8 @@ workers; this is what lets the search continue a configuration across fidelities
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -51,8 +50,12 @@ class FaceImageDataset(Dataset):
 
     def __getitem__(self, key: int | tuple[int, int]) -> dict:
         index, epoch = key if isinstance(key, tuple) else (key, None)
-        item = {"image": self.transform(self.read(index)), "label": self.labels[index], "group": self.groups[index],
-                "index": index}
+        item = {
+            "image": self.transform(self.read(index)),
+            "label": self.labels[index],
+            "group": self.groups[index],
+            "index": index,
+        }
         return item if epoch is None else {**item, "epoch": epoch}
 
     def read(self, index: int) -> Image.Image:
@@ -62,9 +65,11 @@ class FaceImageDataset(Dataset):
             with Image.open(path) as file:
                 return file.convert("RGB")
         except OSError as error:  # missing, truncated or not an image (PIL's UnidentifiedImageError included)
-            raise UnreadableImageError(f"data: cannot read image '{path}' ({str(error).splitlines()[0]}); "
-                                       "the image formats' data.table.verify_images=true skips such files when the "
-                                       "data is read") from None
+            raise UnreadableImageError(
+                f"data: cannot read image '{path}' ({str(error).splitlines()[0]}); "
+                "the image formats' data.table.verify_images=true skips such files when the "
+                "data is read"
+            ) from None
 
 
 class DecodedBatches(Dataset):
@@ -83,8 +88,12 @@ class DecodedBatches(Dataset):
     def __getitem__(self, key: tuple[np.ndarray, int | None]) -> dict:
         indices, epoch = key
         index = torch.from_numpy(indices)
-        batch = {"image": torch.from_numpy(np.ascontiguousarray(self.pixels[indices])),
-                 "label": self.labels[index], "group": self.groups[index], "index": index}
+        batch = {
+            "image": torch.from_numpy(np.ascontiguousarray(self.pixels[indices])),
+            "label": self.labels[index],
+            "group": self.groups[index],
+            "index": index,
+        }
         return batch if epoch is None else {**batch, "epoch": torch.full((len(indices),), epoch)}
 
 
@@ -130,5 +139,7 @@ class EpochSeededBatches(EpochSeededSampler):
     def __iter__(self) -> Iterator[tuple[np.ndarray, int | None]]:
         order = epoch_order(self.n, self.seed, self.epoch, self.shuffle).numpy()
         epoch = self.epoch if self.shuffle else None
-        return ((order[start:start + self.batch_size], epoch)
-                for start in range(0, len(self) * self.batch_size, self.batch_size))
+        return (
+            (order[start : start + self.batch_size], epoch)
+            for start in range(0, len(self) * self.batch_size, self.batch_size)
+        )

@@ -33,8 +33,9 @@ def decoded_bytes(n_images: int, resize: int) -> int:
     return n_images * 3 * resize * resize
 
 
-def decoded_images(root: str | Path, paths: Sequence[str], resize: int, cache_dir: str | Path | None = None,
-                   num_workers: int = 0) -> np.ndarray:
+def decoded_images(
+    root: str | Path, paths: Sequence[str], resize: int, cache_dir: str | Path | None = None, num_workers: int = 0
+) -> np.ndarray:
     """uint8 [len(paths), 3, resize, resize]: the images ``paths`` (relative to ``root``) decoded and resized
     (:func:`~fairnas.data.transforms.resize_transform`), memory-mapped from the cache when it holds them."""
     root = Path(root)
@@ -44,14 +45,16 @@ def decoded_images(root: str | Path, paths: Sequence[str], resize: int, cache_di
     if not file.is_file():
         try:
             with atomic_path(file) as tmp:
-                pixels = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint8,
-                                                   shape=(len(paths), 3, resize, resize))
+                pixels = np.lib.format.open_memmap(
+                    tmp, mode="w+", dtype=np.uint8, shape=(len(paths), 3, resize, resize)
+                )
                 _decode(root, paths, resize, pixels, num_workers)
                 pixels.flush()
                 del pixels
         except OSError as error:  # a read-only or full cache: decode for this run only
-            log.warning("data: cannot cache decoded images in %s (%s); decoding them for this run only",
-                        file.parent, error)
+            log.warning(
+                "data: cannot cache decoded images in %s (%s); decoding them for this run only", file.parent, error
+            )
             return decoded_images(root, paths, resize, None, num_workers)
     return np.load(file, mmap_mode="r")
 
@@ -74,7 +77,6 @@ def _decode(root: Path, paths: Sequence[str], resize: int, out: np.ndarray, num_
     zeros = np.zeros(len(paths), dtype=np.int64)
     images = FaceImageDataset(root, list(paths), zeros, zeros, resize_transform(resize))
     for batch in DataLoader(images, batch_size=DECODE_BATCH, num_workers=num_workers):
-        out[int(batch["index"][0]):int(batch["index"][-1]) + 1] = batch["image"].numpy()
-    log.info("data: decoded %d images of %s at %d px in %.1f s", len(paths), root, resize,
-             time.perf_counter() - start)
+        out[int(batch["index"][0]) : int(batch["index"][-1]) + 1] = batch["image"].numpy()
+    log.info("data: decoded %d images of %s at %d px in %.1f s", len(paths), root, resize, time.perf_counter() - start)
     return out

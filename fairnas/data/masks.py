@@ -1,6 +1,7 @@
 """Facial-region masks in the generic format: one PNG label map per image, named by a ``mask`` column.
 
-Hard masks. A data set supplies masks by adding a ``mask`` column to its ``metadata.csv`` with paths (relative to the data set's
+Hard masks. A data set supplies masks by adding a ``mask`` column to its ``metadata.csv`` with paths (relative to
+the data set's
 root) of single-channel PNG images of the image's size whose pixel value is the index of its region in
 :data:`MASK_PARTS` (0 = background). The synthetic renderer writes them for every image; other data sets may ship
 their own. :func:`region_maps` turns a label map into one binary map per region, for the Attention-IoU mask score.
@@ -20,8 +21,18 @@ import numpy as np
 from PIL import Image
 
 MASK_COLUMN = "mask"
-LANDMARK_COLUMNS = ("lefteye_x", "lefteye_y", "righteye_x", "righteye_y", "nose_x", "nose_y",
-                    "leftmouth_x", "leftmouth_y", "rightmouth_x", "rightmouth_y")
+LANDMARK_COLUMNS = (
+    "lefteye_x",
+    "lefteye_y",
+    "righteye_x",
+    "righteye_y",
+    "nose_x",
+    "nose_y",
+    "leftmouth_x",
+    "leftmouth_y",
+    "rightmouth_x",
+    "rightmouth_y",
+)
 MASK_PARTS = ("background", "skin", "hair", "ears", "eyes", "brows", "nose", "mouth", "glasses", "hat")
 
 
@@ -30,8 +41,10 @@ def read_label_map(path: str | Path) -> Image.Image:
     with Image.open(path) as file:
         label = file.convert("L")
     if np.asarray(label).max() >= len(MASK_PARTS):
-        raise ValueError(f"mask '{path}': value {int(np.asarray(label).max())} is not a region index; "
-                         f"allowed 0..{len(MASK_PARTS) - 1} for {list(MASK_PARTS)}")
+        raise ValueError(
+            f"mask '{path}': value {int(np.asarray(label).max())} is not a region index; "
+            f"allowed 0..{len(MASK_PARTS) - 1} for {list(MASK_PARTS)}"
+        )
     return label
 
 
@@ -54,8 +67,9 @@ def landmark_region_maps(landmarks: np.ndarray, width: int, height: int) -> np.n
     maps[MASK_PARTS.index("eyes")] = np.maximum(blob(left_eye, 0.15), blob(right_eye, 0.15))
     maps[MASK_PARTS.index("brows")] = np.maximum(blob(left_eye + up, 0.15), blob(right_eye + up, 0.15))
     maps[MASK_PARTS.index("nose")] = blob(nose, 0.2)
-    maps[MASK_PARTS.index("mouth")] = np.max([blob(left_mouth + t * (right_mouth - left_mouth), 0.12)
-                                              for t in np.linspace(0, 1, 5)], axis=0)
+    maps[MASK_PARTS.index("mouth")] = np.max(
+        [blob(left_mouth + t * (right_mouth - left_mouth), 0.12) for t in np.linspace(0, 1, 5)], axis=0
+    )
     centre = (left_eye + right_eye + left_mouth + right_mouth) / 4
     radius = ((x - centre[0]) / (1.1 * d)) ** 2 + ((y - centre[1]) / (1.6 * d)) ** 2
     face = 1.0 / (1.0 + np.exp(8.0 * (radius - 1.0)))

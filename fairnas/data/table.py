@@ -30,7 +30,7 @@ class FaceTable:
 
 
 def read_generic(root: str | Path, metadata: str = "metadata.csv", attribute: str = "group") -> FaceTable:
-    """Read an image folder with a metadata CSV (columns ``path``, ``identity``, ``split``, ``<attribute>`` and extras)."""
+    """Read an image folder with a metadata CSV: columns ``path``, ``identity``, ``split``, ``<attribute>``, extras."""
     root = Path(root).expanduser()
     if not root.is_dir():
         raise FileNotFoundError(f"data.root: dataset directory '{root}' does not exist")
@@ -49,8 +49,10 @@ def read_generic(root: str | Path, metadata: str = "metadata.csv", attribute: st
         raise ValueError(f"{csv_path}: column 'split' has values {unknown}; allowed: {list(SPLITS)}")
     repeated = frame["path"][frame["path"].duplicated()].unique()
     if len(repeated):
-        raise ValueError(f"{csv_path}: column 'path' lists {len(repeated)} image(s) more than once (e.g. "
-                         f"{repeated[0]!r}); each image must appear in one row")
+        raise ValueError(
+            f"{csv_path}: column 'path' lists {len(repeated)} image(s) more than once (e.g. "
+            f"{repeated[0]!r}); each image must appear in one row"
+        )
     frame[attribute] = frame[attribute].astype(str)
     check_identity_disjoint(frame, source=str(csv_path))
     return FaceTable(root=root, frame=frame, attribute=attribute)

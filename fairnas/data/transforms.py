@@ -56,8 +56,14 @@ def eval_transforms(**transforms) -> v2.Compose:
     """PIL image -> the normalised evaluation tensor [3, image_size, image_size] (resize, centre crop, normalise):
     what :class:`BatchTransform` gives for evaluation, one image at a time (audits, benchmarks)."""
     settings = TransformSettings(**transforms)
-    return v2.Compose([resize_transform(settings.resize), v2.CenterCrop(settings.image_size),
-                       v2.ToDtype(torch.float32, scale=True), v2.Normalize(settings.mean, settings.std)])
+    return v2.Compose(
+        [
+            resize_transform(settings.resize),
+            v2.CenterCrop(settings.image_size),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(settings.mean, settings.std),
+        ]
+    )
 
 
 class BatchTransform:
@@ -99,8 +105,9 @@ class BatchTransform:
         return F.normalize(F.to_dtype(pixels, torch.float32, scale=True), self.settings.mean, self.settings.std)
 
 
-def crop_and_flip(pixels: torch.Tensor, top: torch.Tensor, left: torch.Tensor, flip: torch.Tensor,
-                  size: int) -> torch.Tensor:
+def crop_and_flip(
+    pixels: torch.Tensor, top: torch.Tensor, left: torch.Tensor, flip: torch.Tensor, size: int
+) -> torch.Tensor:
     """[B, C, size, size]: image b cropped at (top[b], left[b]) and mirrored left-right where flip[b], in one
     gather of rows and one of columns (no per-image loop)."""
     batch, channels, _, width = pixels.shape

@@ -45,8 +45,11 @@ def evaluate_benchmark(
     images = benchmark.images
     if benchmark.attribute and images["identity"].notna().all():
         identification = face_identification_metrics(
-            embeddings, images["identity"].to_numpy(), images[benchmark.attribute].to_numpy(),
-            rank_by=rank_by, normalize=False,
+            embeddings,
+            images["identity"].to_numpy(),
+            images[benchmark.attribute].to_numpy(),
+            rank_by=rank_by,
+            normalize=False,
         )
     det = det_figure(scores, same, pairs["group"].to_numpy(), rates["threshold"], title=title or benchmark.name)
     return BenchmarkResult(verification, identification, det)

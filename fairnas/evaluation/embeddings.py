@@ -30,8 +30,9 @@ def embed_images(
     """float32 [N, D] unit embeddings of ``root/<path>`` for every path, under the evaluation ``transforms``
     (the keyword arguments of :func:`~fairnas.data.transforms.eval_transforms`, e.g. a run's data.transforms)."""
     n_images = len(paths)
-    dataset = FaceImageDataset(root, list(paths), np.zeros(n_images, dtype=int), np.zeros(n_images, dtype=int),
-                               eval_transforms(**transforms))
+    dataset = FaceImageDataset(
+        root, list(paths), np.zeros(n_images, dtype=int), np.zeros(n_images, dtype=int), eval_transforms(**transforms)
+    )
     loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers)
     embedder = embedder.eval().to(device)
     batches = [normalized_embedding(embedder, batch["image"].to(device), tta_flip).cpu() for batch in loader]

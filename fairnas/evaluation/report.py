@@ -13,8 +13,13 @@ OVERALL = "all"  # the group of a metric computed over all pairs or images
 LONG_COLUMNS = ("model", "benchmark", "protocol", "group", "metric", "value")
 # Table 4.8: the error and the five fairness metrics it is traded off against.
 FAIRNESS_COLUMNS = ("error", *DISPARITY_METRICS)
-GROUP_COLUMNS = (("identification", "error"), ("identification", "rank"), ("verification", "accuracy"),
-                 ("verification", "fmr"), ("verification", "fnmr"))
+GROUP_COLUMNS = (
+    ("identification", "error"),
+    ("identification", "rank"),
+    ("verification", "accuracy"),
+    ("verification", "fmr"),
+    ("verification", "fnmr"),
+)
 
 
 def long_table(results: Mapping[tuple[str, str], BenchmarkResult]) -> pd.DataFrame:

@@ -25,9 +25,7 @@ GROUP_STATISTICS = ("rank", "accuracy", "error")
 DISPARITY_METRICS = ("rank_disparity", "disparity", "ratio", "rank_ratio", "error_ratio")
 
 
-def group_disparities(
-    per_group: Mapping[str, Mapping[str, float]], group_order: Sequence[str]
-) -> dict[str, float]:
+def group_disparities(per_group: Mapping[str, Mapping[str, float]], group_order: Sequence[str]) -> dict[str, float]:
     """The five Table 4.1 disparity metrics from per-group statistics.
 
     Args:

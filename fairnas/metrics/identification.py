@@ -8,8 +8,8 @@ counts what is strictly closer than d+ from other identities (ties go to the gen
 - rank by image: the number of images of other identities closer than d+.
 
 A probe errs when its rank is above 0. Non-finite embeddings raise :class:`NonFiniteEmbeddingsError` (NaN compares
-False with everything and would otherwise rank as a perfect match). Ranks are computed in blocks of probes against the whole set, so memory is
-O(N * block_size) and no N x N distance matrix is ever held.
+False with everything and would otherwise rank as a perfect match). Ranks are computed in blocks of probes against
+the whole set, so memory is O(N * block_size) and no N x N distance matrix is ever held.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ RANK_BY_CHOICES = ("identity", "image")
 
 class NonFiniteEmbeddingsError(ValueError):
     """Embeddings hold NaN or inf values: they cannot be ranked (a trial with them has crashed, not scored 0)."""
+
 
 IDENTIFICATION_METRICS = ("error", "accuracy", "rank", *DISPARITY_METRICS)
 """Summary metrics of :func:`face_identification_metrics` (besides ``n_probes`` and the per-group ones)."""
@@ -88,9 +89,11 @@ def face_identification_metrics(
 
     if normalize:
         embeddings = F.normalize(embeddings, dim=1)
-    ranks = probe_ranks(
-        embeddings, identity_codes, probes, rank_by=rank_by, normalize=normalize, block_size=block_size
-    ).cpu().numpy()
+    ranks = (
+        probe_ranks(embeddings, identity_codes, probes, rank_by=rank_by, normalize=normalize, block_size=block_size)
+        .cpu()
+        .numpy()
+    )
     metrics = _rank_summary(ranks)
     per_group = {name: _rank_summary(ranks[in_group]) for name, in_group in group_masks.items()}
     for name, summary in per_group.items():
@@ -203,8 +206,10 @@ def _check_finite(embeddings: torch.Tensor) -> None:
     finite_rows = torch.isfinite(embeddings).all(dim=1)
     if not bool(finite_rows.all()):
         n_bad = int((~finite_rows).sum())
-        raise NonFiniteEmbeddingsError(f"embeddings: {n_bad} of {len(finite_rows)} rows hold NaN or inf values "
-                                       "(did training diverge?); non-finite embeddings cannot be ranked")
+        raise NonFiniteEmbeddingsError(
+            f"embeddings: {n_bad} of {len(finite_rows)} rows hold NaN or inf values "
+            "(did training diverge?); non-finite embeddings cannot be ranked"
+        )
 
 
 def _label_array(labels: np.ndarray | torch.Tensor | Sequence[Any], name: str, n_images: int) -> np.ndarray:

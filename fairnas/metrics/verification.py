@@ -122,7 +122,10 @@ def frvt_error_rates(
 
 
 def det_figure(
-    scores: np.ndarray, same: np.ndarray, groups: np.ndarray | Sequence[str], threshold: float | None = None,
+    scores: np.ndarray,
+    same: np.ndarray,
+    groups: np.ndarray | Sequence[str],
+    threshold: float | None = None,
     title: str | None = None,
 ) -> Figure:
     """DET curves (FNMR against FMR on normal-deviate axes), one per group, with each group's operating point
@@ -142,9 +145,11 @@ def det_figure(
             fmr, fnmr = accepted[~group_same].mean(), (~accepted[group_same]).mean()
             axis.plot(norm.ppf(fmr), norm.ppf(fnmr), "o", color=display.line_.get_color())
     # Down to the smallest rate every group can resolve (half of one error in its smallest class).
-    for set_limits, set_ticks, floor in ((axis.set_xlim, axis.set_xticks, 0.5 / min(n_impostors)),
-                                         (axis.set_ylim, axis.set_yticks, 0.5 / min(n_genuine))):
-        ticks = DET_TICKS[DET_TICKS >= floor]
+    for set_limits, set_ticks, floor in (
+        (axis.set_xlim, axis.set_xticks, 0.5 / min(n_impostors)),
+        (axis.set_ylim, axis.set_yticks, 0.5 / min(n_genuine)),
+    ):
+        ticks = DET_TICKS[floor <= DET_TICKS]
         set_ticks(norm.ppf(ticks), [f"{100 * tick:g}%" for tick in ticks])
         set_limits(norm.ppf(floor), norm.ppf(DET_TICKS[-1]))
     axis.set_xlabel("false match rate")

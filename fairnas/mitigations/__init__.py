@@ -1,8 +1,9 @@
 """Bias-mitigation baselines of face identification (thesis Sec. 4.5.3) and their comparison (Tables 4.4/4.6).
 
 Flipped and Angular act on one group, named, read from an earlier run or measured during training
-(:mod:`fairnas.mitigations.groups`). Each mitigation is a config choice, ``mitigation=none|flipped|angular|sensitivenets`` (conf/mitigation/), that
-plugs into an extension point of training and so composes with any backbone, head, data set and regulariser:
+(:mod:`fairnas.mitigations.groups`). Each mitigation is a config choice,
+``mitigation=none|flipped|angular|sensitivenets`` (conf/mitigation/), that plugs into an extension point of
+training and so composes with any backbone, head, data set and regulariser:
 
 - Flipped: a training callback that relabels each batch (:class:`FlipGroupLabels`);
 - Angular: the training step's per-sample ``margin_policy`` (:class:`GroupMargins`), also a callback;

@@ -33,8 +33,14 @@ class GroupMargins(GroupMeasurement):
         every_epoch: measure the group again after every later epoch.
     """
 
-    def __init__(self, extra_margin: float, group: str | None = None, reference_metrics: str | Path | None = None,
-                 warmup_epochs: int = 1, every_epoch: bool = True):
+    def __init__(
+        self,
+        extra_margin: float,
+        group: str | None = None,
+        reference_metrics: str | Path | None = None,
+        warmup_epochs: int = 1,
+        every_epoch: bool = True,
+    ):
         if extra_margin < 0:
             raise ValueError(f"mitigation.extra_margin={extra_margin} must be non-negative")
         super().__init__(group, reference_metrics, best=False, warmup_epochs=warmup_epochs, every_epoch=every_epoch)
@@ -45,7 +51,9 @@ class GroupMargins(GroupMeasurement):
         if self.group is None:  # not measured yet
             return margins
         if self.group not in module.group_order:
-            raise ValueError(f"mitigation.group={self.group!r} is not a protected group of the data; groups: "
-                             f"{list(module.group_order)}")
+            raise ValueError(
+                f"mitigation.group={self.group!r} is not a protected group of the data; groups: "
+                f"{list(module.group_order)}"
+            )
         disadvantaged = batch["group"] == module.group_order.index(self.group)
         return margins + self.extra_margin * disadvantaged.to(embeddings.dtype)

@@ -50,8 +50,15 @@ class FlipGroupLabels(GroupMeasurement):
         warmup_epochs: epochs trained on the true labels before the group is measured (when it is).
     """
 
-    def __init__(self, fraction: float, group: str | None = None, reference_metrics: str | Path | None = None,
-                 seed: int = 0, redraw: str = "batch", warmup_epochs: int = 1):
+    def __init__(
+        self,
+        fraction: float,
+        group: str | None = None,
+        reference_metrics: str | Path | None = None,
+        seed: int = 0,
+        redraw: str = "batch",
+        warmup_epochs: int = 1,
+    ):
         if not 0.0 <= fraction <= 1.0:
             raise ValueError(f"mitigation.fraction={fraction} must lie in [0, 1]")
         if redraw not in REDRAW:
@@ -67,8 +74,10 @@ class FlipGroupLabels(GroupMeasurement):
         groups = np.asarray(groups).astype(str)
         in_group = np.flatnonzero(groups == self.group)
         if in_group.size == 0:
-            raise ValueError(f"mitigation.group={self.group!r} has no training images; groups present: "
-                             f"{sorted(set(groups.tolist()))}")
+            raise ValueError(
+                f"mitigation.group={self.group!r} has no training images; groups present: "
+                f"{sorted(set(groups.tolist()))}"
+            )
         identities = np.unique(labels[in_group])
         if identities.size < 2:
             raise ValueError(f"mitigation: group {self.group!r} has a single training identity; flipping needs two")
@@ -85,8 +94,9 @@ class FlipGroupLabels(GroupMeasurement):
         if self.group is not None:  # named or from an earlier run: fail before training if it is not in the data
             self(trainer.datamodule.train_labels, trainer.datamodule.train_groups())
 
-    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: dict,
-                             batch_idx: int) -> None:
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: dict, batch_idx: int
+    ) -> None:
         batch["label"] = self.epoch_labels(trainer)[batch["index"].cpu()].to(batch["label"].device)
 
     def epoch_labels(self, trainer: pl.Trainer) -> torch.Tensor:
@@ -96,8 +106,12 @@ class FlipGroupLabels(GroupMeasurement):
             data = trainer.datamodule
             labels = self(data.train_labels, data.train_groups(), epoch=key[0])
             if self.group is not None and (self._epoch_labels is None or self._epoch_labels[0][1] != self.group):
-                log.info("Flipped: %d of %d training labels of group %s changed, drawn once per %s",
-                         int((labels != data.train_labels).sum()), int((data.train_groups() == self.group).sum()),
-                         self.group, "epoch" if self.per_epoch else "run")
+                log.info(
+                    "Flipped: %d of %d training labels of group %s changed, drawn once per %s",
+                    int((labels != data.train_labels).sum()),
+                    int((data.train_groups() == self.group).sum()),
+                    self.group,
+                    "epoch" if self.per_epoch else "run",
+                )
             self._epoch_labels = key, torch.as_tensor(labels)
         return self._epoch_labels[1]

@@ -48,8 +48,9 @@ def group_by_accuracy(metrics_path: str | Path, *, best: bool) -> str:
     if not path.is_file():
         raise FileNotFoundError(f"mitigation.reference_metrics: '{path}' does not exist")
     metrics = json.loads(path.read_text())
-    return pick_group(metrics[REFERENCE_SPLIT], metrics["group_order"], best=best,
-                      source=f"mitigation.reference_metrics: '{path}'")
+    return pick_group(
+        metrics[REFERENCE_SPLIT], metrics["group_order"], best=best, source=f"mitigation.reference_metrics: '{path}'"
+    )
 
 
 class GroupMeasurement(pl.Callback):
@@ -63,8 +64,15 @@ class GroupMeasurement(pl.Callback):
         every_epoch: measure again after every later epoch (else the first measurement stays).
     """
 
-    def __init__(self, group: str | None, reference_metrics: str | Path | None, *, best: bool,
-                 warmup_epochs: int = 1, every_epoch: bool = False):
+    def __init__(
+        self,
+        group: str | None,
+        reference_metrics: str | Path | None,
+        *,
+        best: bool,
+        warmup_epochs: int = 1,
+        every_epoch: bool = False,
+    ):
         if isinstance(warmup_epochs, bool) or not isinstance(warmup_epochs, int) or warmup_epochs < 1:
             raise ValueError(f"mitigation.warmup_epochs={warmup_epochs} must be a positive integer")
         if group is None and reference_metrics is not None:
@@ -78,9 +86,11 @@ class GroupMeasurement(pl.Callback):
         """A measured group needs the validation of every epoch from ``warmup_epochs`` on; a run that validates
         less often (``trainer.check_val_every_n_epoch``, e.g. a search trial's) would never or rarely measure it."""
         if self.measures and every_n_epochs != 1:
-            raise ValueError(f"trainer.check_val_every_n_epoch={every_n_epochs}: the mitigation measures its group "
-                             "from the validation after every epoch; set it to 1, or name the group "
-                             "(mitigation.group or mitigation.reference_metrics)")
+            raise ValueError(
+                f"trainer.check_val_every_n_epoch={every_n_epochs}: the mitigation measures its group "
+                "from the validation after every epoch; set it to 1, or name the group "
+                "(mitigation.group or mitigation.reference_metrics)"
+            )
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         epoch = trainer.current_epoch + 1  # epochs trained
@@ -88,11 +98,19 @@ class GroupMeasurement(pl.Callback):
         if not self.measures or not due or trainer.sanity_checking or trainer.state.fn != TrainerFn.FITTING:
             return
         group_order = list(pl_module.group_order)
-        self.group = pick_group(pl_module.evaluations[REFERENCE_SPLIT], group_order, best=self.best,
-                                source=f"the {REFERENCE_SPLIT} metrics of epoch {epoch}")
+        self.group = pick_group(
+            pl_module.evaluations[REFERENCE_SPLIT],
+            group_order,
+            best=self.best,
+            source=f"the {REFERENCE_SPLIT} metrics of epoch {epoch}",
+        )
         self.measurements.append({"epoch": epoch, "group": self.group})
-        log.info("mitigation: group %s measured after epoch %d (%s validation accuracy)", self.group, epoch,
-                 "highest" if self.best else "lowest")
+        log.info(
+            "mitigation: group %s measured after epoch %d (%s validation accuracy)",
+            self.group,
+            epoch,
+            "highest" if self.best else "lowest",
+        )
         for logger in trainer.loggers:
             logger.log_metrics({"mitigation/group": float(group_order.index(self.group))}, step=trainer.global_step)
 

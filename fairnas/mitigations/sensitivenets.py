@@ -88,11 +88,13 @@ class SensitiveAttributeAdversary(nn.Module):
         if weight < 0:
             raise ValueError(f"mitigation.weight={weight} must be non-negative")
         self.weight, self.n_groups = float(weight), int(n_groups)
-        self.discriminator = nn.Sequential(nn.BatchNorm1d(embedding_dim, affine=False),
-                                           *_mlp(embedding_dim, n_groups, hidden_layers))
+        self.discriminator = nn.Sequential(
+            nn.BatchNorm1d(embedding_dim, affine=False), *_mlp(embedding_dim, n_groups, hidden_layers)
+        )
 
-    def forward(self, *, batch: dict, embeddings: torch.Tensor, logits: torch.Tensor | None,
-                module: nn.Module | None) -> torch.Tensor:
+    def forward(
+        self, *, batch: dict, embeddings: torch.Tensor, logits: torch.Tensor | None, module: nn.Module | None
+    ) -> torch.Tensor:
         groups = batch["group"]
         known = groups >= 0
         if known.sum() < 2:  # batch statistics need two samples

@@ -46,12 +46,19 @@ class RobustnessBiasRegularizer(nn.Module):
 
     requires_input_grad = True
 
-    def __init__(self, weight: float, tau: float, temperature: float = 0.05, pixel_std: Sequence[float] = (0.5,) * 3,
-                 normalize: str = "correct"):
+    def __init__(
+        self,
+        weight: float,
+        tau: float,
+        temperature: float = 0.05,
+        pixel_std: Sequence[float] = (0.5,) * 3,
+        normalize: str = "correct",
+    ):
         super().__init__()
         if normalize not in NORMALIZATIONS:
-            raise ValueError(f"regularizer.robustness_bias.normalize={normalize!r} must be one of "
-                             f"{', '.join(NORMALIZATIONS)}")
+            raise ValueError(
+                f"regularizer.robustness_bias.normalize={normalize!r} must be one of {', '.join(NORMALIZATIONS)}"
+            )
         if weight < 0:
             raise ValueError(f"regularizer.robustness_bias.weight={weight} must be non-negative")
         if tau < 0:
@@ -73,11 +80,14 @@ class RobustnessBiasRegularizer(nn.Module):
             return embeddings.new_zeros(())
         images = batch["image"]
         if not images.requires_grad:
-            raise RuntimeError("the robustness-bias regulariser needs batch['image'] to require gradients "
-                               "(FaceRecognitionModule enables them for regularisers with requires_input_grad)")
+            raise RuntimeError(
+                "the robustness-bias regulariser needs batch['image'] to require gradients "
+                "(FaceRecognitionModule enables them for regularisers with requires_input_grad)"
+            )
         cosine_logits = module.head(embeddings).logits
-        distance = linearized_boundary_distance(cosine_logits, images, batch["label"], create_graph=True,
-                                                pixel_std=self.pixel_std)
+        distance = linearized_boundary_distance(
+            cosine_logits, images, batch["label"], create_graph=True, pixel_std=self.pixel_std
+        )
         beyond_tau = torch.sigmoid((distance - self.tau) / self.temperature)
         counted = groups >= 0
         if self.normalize == "correct":

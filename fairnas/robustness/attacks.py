@@ -66,10 +66,15 @@ class CarliniWagnerL2(MinimalAdversarialDistance):
         _check_positive_int("cw", binary_search_steps=binary_search_steps, steps=steps)
         if stepsize <= 0 or initial_const <= 0:
             raise ValueError(f"cw.stepsize={stepsize} and cw.initial_const={initial_const} must be positive")
-        super().__init__(foolbox.attacks.L2CarliniWagnerAttack(
-            binary_search_steps=binary_search_steps, steps=steps, stepsize=stepsize,
-            initial_const=initial_const, abort_early=abort_early,
-        ))
+        super().__init__(
+            foolbox.attacks.L2CarliniWagnerAttack(
+                binary_search_steps=binary_search_steps,
+                steps=steps,
+                stepsize=stepsize,
+                initial_const=initial_const,
+                abort_early=abort_early,
+            )
+        )
 
 
 def _check_positive_int(method: str, **values: int) -> None:

@@ -84,8 +84,9 @@ def robustness_bias_report(
     order = [str(m) for m in (sorted(set(labels)) if member_order is None else member_order)]
     missing = [m for m in order if m not in set(labels)]
     if missing or len(order) < 2:
-        raise ValueError(f"robustness bias needs >= 2 partition members with samples; members {order}, "
-                         f"without samples {missing}")
+        raise ValueError(
+            f"robustness bias needs >= 2 partition members with samples; members {order}, without samples {missing}"
+        )
     if n_points < 2:
         raise ValueError(f"n_points={n_points} must be >= 2")
     listed = np.isin(labels, order)
@@ -100,13 +101,28 @@ def robustness_bias_report(
         in_member = labels == member
         inside, rest = distances[in_member], distances[~in_member]
         auc, auc_rest = clipped_auc(inside, tau_max), clipped_auc(rest, tau_max)
-        scores.append({
-            "member": member, "n": int(in_member.sum()),
-            "share_zero": float((inside == 0).mean()), "share_unbounded": float(np.isinf(inside).mean()),
-            "median_distance": float(np.median(inside)), "auc": auc, "auc_rest": auc_rest, "sigma": auc - auc_rest,
-        })
+        scores.append(
+            {
+                "member": member,
+                "n": int(in_member.sum()),
+                "share_zero": float((inside == 0).mean()),
+                "share_unbounded": float(np.isinf(inside).mean()),
+                "median_distance": float(np.median(inside)),
+                "auc": auc,
+                "auc_rest": auc_rest,
+                "sigma": auc - auc_rest,
+            }
+        )
         share, share_rest = share_beyond(inside, taus), share_beyond(rest, taus)
-        curves.append(pd.DataFrame({"member": member, "tau": taus, "share": share, "share_rest": share_rest,
-                                    "rb": np.abs(share - share_rest)}))
+        curves.append(
+            pd.DataFrame(
+                {
+                    "member": member,
+                    "tau": taus,
+                    "share": share,
+                    "share_rest": share_rest,
+                    "rb": np.abs(share - share_rest),
+                }
+            )
+        )
     return RobustnessBiasReport(pd.DataFrame(scores), pd.concat(curves, ignore_index=True), tau_max)
-

@@ -30,7 +30,7 @@ def measure_distances(
     done = 0
     for batch in loader:
         pixels = classifier.to_pixels(batch["image"].to(device))
-        labels = torch.as_tensor(probes.labels[done:done + len(pixels)], device=device)
+        labels = torch.as_tensor(probes.labels[done : done + len(pixels)], device=device)
         for name, estimator in estimators.items():
             parts[name].append(estimator(classifier, pixels, labels).cpu().numpy())
         done += len(pixels)
@@ -74,8 +74,15 @@ class RobustnessBiasEvaluation(pl.Callback):
     def _evaluate(self, trainer: pl.Trainer, module: pl.LightningModule, stage: str) -> None:
         dataset = trainer.datamodule.dataset(stage)
         with torch.inference_mode(False), torch.enable_grad():  # attacks need input gradients
-            probes = build_probe_set(module, dataset, split=stage, gallery_images=self.gallery_images,
-                                     max_probes=self.max_probes, seed=self.seed, batch_size=self.batch_size)
+            probes = build_probe_set(
+                module,
+                dataset,
+                split=stage,
+                gallery_images=self.gallery_images,
+                max_probes=self.max_probes,
+                seed=self.seed,
+                batch_size=self.batch_size,
+            )
             distances = measure_distances(probes, {"estimator": self.estimator}, batch_size=self.batch_size)
         groups = group_names(probes.groups, module.group_order)
         metrics = robustness_bias_report(distances["estimator"], groups, module.group_order).metrics()

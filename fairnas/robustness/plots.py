@@ -18,10 +18,15 @@ def plot_curves(reports: Mapping[str, RobustnessBiasReport], partition: str) -> 
     for axis, (method, report) in zip(axes, reports.items(), strict=True):
         sigma = dict(zip(report.scores["member"], report.scores["sigma"], strict=True))
         for member, curve in report.curves.groupby("member", sort=False):
-            axis.plot(curve["tau"], curve["share"], drawstyle="steps-post",
-                      label=f"{member} (sigma {sigma[member]:+.3g})")
-        axis.set(title=f"{method}: robustness bias {report.robustness_bias:.3g}",
-                 xlabel="tau (L2, pixels in [0, 1])", ylabel="I_P(tau): share with d > tau", ylim=(0, 1.02))
+            axis.plot(
+                curve["tau"], curve["share"], drawstyle="steps-post", label=f"{member} (sigma {sigma[member]:+.3g})"
+            )
+        axis.set(
+            title=f"{method}: robustness bias {report.robustness_bias:.3g}",
+            xlabel="tau (L2, pixels in [0, 1])",
+            ylabel="I_P(tau): share with d > tau",
+            ylim=(0, 1.02),
+        )
         if len(sigma) <= MAX_LEGEND_ENTRIES:
             axis.legend(title=partition, fontsize="small")
     return figure

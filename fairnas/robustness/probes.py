@@ -101,6 +101,6 @@ def gallery_templates(
     start = 0
     for batch in loader:
         embeddings = module.embed(batch["image"].to(module.device))
-        sums.index_add_(0, labels[start:start + len(embeddings)], embeddings)
+        sums.index_add_(0, labels[start : start + len(embeddings)], embeddings)
         start += len(embeddings)
     return F.normalize(sums, dim=1)

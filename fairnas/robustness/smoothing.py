@@ -24,8 +24,13 @@ class RandomizedSmoothing:
     bound = "lower"
 
     def __init__(
-        self, sigma: float = 0.25, n0: int = 100, n: int = 10_000, alpha: float = 0.001,
-        batch_size: int = 1_000, seed: int = 0,
+        self,
+        sigma: float = 0.25,
+        n0: int = 100,
+        n: int = 10_000,
+        alpha: float = 0.001,
+        batch_size: int = 1_000,
+        seed: int = 0,
     ) -> None:
         if sigma <= 0:
             raise ValueError(f"smoothing.sigma={sigma} must be positive")

@@ -18,10 +18,10 @@ from typing import Any
 
 from ConfigSpace import ConfigurationSpace
 
+from fairnas.io import atomic_path
 from fairnas.search.nsga2 import Nsga2Strategy
 from fairnas.search.parallel import TrialPool, open_pool
 from fairnas.search.progress import progress_line
-from fairnas.io import atomic_path
 from fairnas.search.records import TrialKey, TrialRecord, TrialStore, trial_key
 from fairnas.search.result import SETTINGS_FILE, TRIALS_FILE, SearchResult, write_outputs
 from fairnas.search.settings import SearchSettings, check_compatible
@@ -33,6 +33,7 @@ log = logging.getLogger("fairnas.search")
 
 MAX_REPEATED_PROPOSALS = 100
 """Stop when a strategy proposes only already-finished trials this many times in a row."""
+
 
 def run_search(
     target: Target,

@@ -96,8 +96,10 @@ class Nsga2Strategy:
 
     def tell_record(self, record: TrialRecord) -> None:
         """An earlier run's trial joins the next survival (unless it is one of the current generation)."""
-        genome = {name: g.encode(record.config.get(name, self._configspace[name].default_value))
-                  for name, g in self._genes.items()}
+        genome = {
+            name: g.encode(record.config.get(name, self._configspace[name].default_value))
+            for name, g in self._genes.items()
+        }
         self._replayed[record.key] = (genome, [record.outcome.values[name] for name in self._objectives])
 
     def _breed(self) -> None:
@@ -106,8 +108,13 @@ class Nsga2Strategy:
             asked = {trial_key(self._config(individual.X), self._budget) for individual in self._generation}
             replayed = [entry for key, entry in self._replayed.items() if key not in asked]
             finished = Population.merge(self._generation, Population.new(X=[genome for genome, _ in replayed]))
-            finished.set("F", np.array([*(self._values[i] for i in range(len(self._generation))),
-                                        *(values for _, values in replayed)], dtype=float))
+            finished.set(
+                "F",
+                np.array(
+                    [*(self._values[i] for i in range(len(self._generation))), *(values for _, values in replayed)],
+                    dtype=float,
+                ),
+            )
             self._algorithm.tell(infills=finished)
             self._replayed.clear()
         offspring = self._algorithm.ask()  # None when no new genome could be bred

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from fairnas.io import atomic_path, write_csv_atomic
+from fairnas.io import write_csv_atomic
 from fairnas.search.trial import TrialOutcome, config_id, native_config
 
 BASE_COLUMNS = ("trial_id", "config_id", "budget", "seed", "status")

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from fairnas.io import atomic_path, write_csv_atomic
 from fairnas.search.hypervolume import default_reference_point, hypervolume, hypervolume_curve
 from fairnas.search.pareto import final_trials, pareto_front
 from fairnas.search.plots import pareto_figure
-from fairnas.io import atomic_path, write_csv_atomic
 
 SETTINGS_FILE = "search.json"
 TRIALS_FILE = "trials.csv"

@@ -98,8 +98,9 @@ def load_space(
         except yaml.YAMLError as error:
             mark = getattr(error, "problem_mark", None)
             where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-            raise ValueError(f"space file '{path}' is not valid YAML{where}: "
-                             f"{getattr(error, 'problem', None) or error}") from None
+            raise ValueError(
+                f"space file '{path}' is not valid YAML{where}: {getattr(error, 'problem', None) or error}"
+            ) from None
         if not isinstance(spec, Mapping):
             raise ValueError(f"space file '{path}' must hold a mapping with 'hyperparameters'")
         spec.setdefault("name", path.stem)

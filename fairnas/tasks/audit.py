@@ -42,8 +42,10 @@ def audit(cfg: DictConfig) -> dict:
     if cfg.split not in SPLITS:
         raise ValueError(f"split={cfg.split!r} is not a split; allowed: {list(SPLITS)}")
     if cfg.split == "train" and set(modules) - {"robustness_bias", "linear_probe"}:
-        raise ValueError("split=train: only robustness_bias and linear_probe audit training identities; the other "
-                         "audits identify held-out probes against gallery templates (split=val or split=test)")
+        raise ValueError(
+            "split=train: only robustness_bias and linear_probe audit training identities; the other "
+            "audits identify held-out probes against gallery templates (split=val or split=test)"
+        )
     for name, module in modules.items():
         if hasattr(module, "check_config"):
             module.check_config(cfg[name])
@@ -68,10 +70,18 @@ def audit(cfg: DictConfig) -> dict:
             sections.append(Section(name, AUDITS[name], result.finding, tables, figures, seconds))
             log.info("%s (%.0f s): %s", name, seconds, result.finding)
         write_json_atomic(output_dir / "summary.json", summary)
-        page = write_report(output_dir / REPORT_FILE, title=f"fairnas audit of {run.label}",
-                            header={"checkpoint": str(cfg.ckpt), "split": cfg.split,
-                                    "data set": summary["data"], "audits": ", ".join(modules)},
-                            sections=sections, config_yaml=OmegaConf.to_yaml(cfg, resolve=True))
+        page = write_report(
+            output_dir / REPORT_FILE,
+            title=f"fairnas audit of {run.label}",
+            header={
+                "checkpoint": str(cfg.ckpt),
+                "split": cfg.split,
+                "data set": summary["data"],
+                "audits": ", ".join(modules),
+            },
+            sections=sections,
+            config_yaml=OmegaConf.to_yaml(cfg, resolve=True),
+        )
         report.log_html("audit/report", page)
     log.info("audit report: %s", page)
     return summary

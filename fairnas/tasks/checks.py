@@ -12,9 +12,11 @@ from torch import nn
 
 def check_training_settings(cfg: DictConfig) -> None:
     """Epochs and batch sizes are positive integers; a learning rate is a positive number."""
-    for key, value in (("trainer.max_epochs", cfg.trainer.get("max_epochs")),
-                       ("data.batch_size", cfg.data.get("batch_size")),
-                       ("data.eval_batch_size", cfg.data.get("eval_batch_size"))):
+    for key, value in (
+        ("trainer.max_epochs", cfg.trainer.get("max_epochs")),
+        ("data.batch_size", cfg.data.get("batch_size")),
+        ("data.eval_batch_size", cfg.data.get("eval_batch_size")),
+    ):
         if not _is_positive_int(value):
             raise ValueError(f"{key}={value} must be a positive integer")
     lr = cfg.optimizer.get("lr")
@@ -22,8 +24,10 @@ def check_training_settings(cfg: DictConfig) -> None:
         raise ValueError(f"optimizer.lr={lr} must be a positive number")
     accelerator = cfg.trainer.get("accelerator")
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
-        raise ValueError(f"trainer.accelerator={accelerator} (trainer=gpu, trainer=ddp) needs a CUDA GPU and none is "
-                         "visible; use trainer=cpu, or trainer.accelerator=cpu to run DDP processes on the CPU")
+        raise ValueError(
+            f"trainer.accelerator={accelerator} (trainer=gpu, trainer=ddp) needs a CUDA GPU and none is "
+            "visible; use trainer=cpu, or trainer.accelerator=cpu to run DDP processes on the CPU"
+        )
 
 
 def supported_precision(precision: str) -> str:
@@ -43,8 +47,10 @@ def check_input_size(embedder: nn.Module, image_size: int) -> None:
             embedder.eval()(torch.zeros(2, 3, image_size, image_size))
     except (RuntimeError, AssertionError, ValueError) as error:
         detail = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ValueError(f"data.transforms.image_size={image_size}: the backbone cannot take {image_size}x"
-                         f"{image_size} images ({detail})") from None
+        raise ValueError(
+            f"data.transforms.image_size={image_size}: the backbone cannot take {image_size}x"
+            f"{image_size} images ({detail})"
+        ) from None
     finally:
         embedder.train(was_training)
 

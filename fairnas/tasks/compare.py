@@ -62,21 +62,27 @@ def run_comparison(cfg: DictConfig) -> pd.DataFrame:
             declared = composed.mitigation
             titles[name] = declared.get("title", name)
             # a mitigation that starts from its baseline run declares the key (e.g. SensitiveNets' checkpoint)
-            baseline_inputs[name] = [key for key in BASELINE_INPUTS if key in declared.keys() and name != BASELINE]
+            baseline_inputs[name] = [key for key in BASELINE_INPUTS if key in declared and name != BASELINE]
 
     records = []
     for model, model_overrides in models.items():
         for seed in range(cfg.seeds):
             baseline_dir = _run_dir(output_dir, model, BASELINE, seed)
             for name in plan:
-                overrides = [*cfg.train_overrides, *model_overrides, *_mitigation_overrides(cfg, name),
-                             f"seed={seed}"]
-                overrides += [f"mitigation.{key}='{baseline_dir / BASELINE_INPUTS[key]}'"
-                              for key in baseline_inputs[name]]
+                overrides = [*cfg.train_overrides, *model_overrides, *_mitigation_overrides(cfg, name), f"seed={seed}"]
+                overrides += [
+                    f"mitigation.{key}='{baseline_dir / BASELINE_INPUTS[key]}'" for key in baseline_inputs[name]
+                ]
                 metrics = train_once(_run_dir(output_dir, model, name, seed), overrides)
                 if name in mitigations:
-                    records.append({"model": model, "mitigation": name, "seed": seed,
-                                    **{key: float(metrics[cfg.split][key]) for key in IDENTIFICATION_METRICS}})
+                    records.append(
+                        {
+                            "model": model,
+                            "mitigation": name,
+                            "seed": seed,
+                            **{key: float(metrics[cfg.split][key]) for key in IDENTIFICATION_METRICS},
+                        }
+                    )
     runs = pd.DataFrame(records)
     summary = summarize(runs, list(cfg.metrics))
     write_outputs(runs, summary, titles, cfg)
@@ -95,8 +101,10 @@ def collect_models(cfg: DictConfig) -> dict[str, list[str]]:
         raise ValueError(f"models: names {list(models)} collide as folder names {folders}")
     empty = [name for name, overrides in models.items() if not overrides]
     if empty:
-        raise ValueError(f"models: {empty} have no overrides; give each model the training overrides that define "
-                         "it, e.g. +models.SMAC_301='[backbone.ops=301]'")
+        raise ValueError(
+            f"models: {empty} have no overrides; give each model the training overrides that define "
+            "it, e.g. +models.SMAC_301='[backbone.ops=301]'"
+        )
     return models
 
 
@@ -114,8 +122,12 @@ def write_outputs(runs: pd.DataFrame, summary: pd.DataFrame, titles: Mapping[str
             report.log_table(f"table/{metric}", table.reset_index())
         write_text_atomic(report.output_dir / "tables.md", markdown)
         report.figure("comparison", comparison_figure(summary, metrics, titles, error_scale=scale))
-    log.info("comparison on %s (%s; bold: Pareto-optimal):\n%s", cfg.split, "error in %" if scale == 100 else
-             "error", markdown)
+    log.info(
+        "comparison on %s (%s; bold: Pareto-optimal):\n%s",
+        cfg.split,
+        "error in %" if scale == 100 else "error",
+        markdown,
+    )
 
 
 def train_once(run_dir: Path, overrides: list[str]) -> dict:
@@ -123,8 +135,9 @@ def train_once(run_dir: Path, overrides: list[str]) -> dict:
     record = run_dir / RUN_RECORD
     if record.is_file():
         if json.loads(record.read_text())["overrides"] != overrides:
-            raise ValueError(f"output_dir: '{run_dir}' holds a run with other overrides; use a new output_dir "
-                             "or remove that run")
+            raise ValueError(
+                f"output_dir: '{run_dir}' holds a run with other overrides; use a new output_dir or remove that run"
+            )
         if (run_dir / "metrics.json").is_file():
             return json.loads((run_dir / "metrics.json").read_text())
     write_json_atomic(record, {"overrides": overrides})
@@ -138,8 +151,10 @@ def _compose(cfg: DictConfig, model_overrides: Sequence[str], mitigation: str) -
     try:
         return compose_config("train", overrides, output_dir=".")
     except HydraException as error:
-        raise ValueError(f"compare: {str(error).splitlines()[0]} (in the overrides of mitigation "
-                         f"{mitigation!r} with {list(model_overrides)})") from None
+        raise ValueError(
+            f"compare: {str(error).splitlines()[0]} (in the overrides of mitigation "
+            f"{mitigation!r} with {list(model_overrides)})"
+        ) from None
 
 
 def _mitigation_overrides(cfg: DictConfig, mitigation: str) -> list[str]:
@@ -165,8 +180,9 @@ def front_models(front: str | Path, space: str | Path, train_overrides: Sequence
         raise FileNotFoundError(f"front: '{path}' does not exist")
     rows = pd.read_csv(path)
     if not {"config", "config_id"} <= set(rows.columns):
-        raise ValueError(f"front: '{path}' lacks the columns config and config_id of a search's "
-                         "pareto_front.csv / final_front.csv")
+        raise ValueError(
+            f"front: '{path}' lacks the columns config and config_id of a search's pareto_front.csv / final_front.csv"
+        )
     search_space = load_space(resolve_space_path(str(space)))
     models: dict[str, list[str]] = {}
     for row in rows.itertuples():

@@ -15,7 +15,6 @@ The tables are also printed and sent to the configured loggers (:mod:`fairnas.ta
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import pandas as pd
 from hydra.utils import instantiate
@@ -42,13 +41,15 @@ def evaluate(cfg: DictConfig) -> dict[str, pd.DataFrame]:
     checkpoints, labels = _checkpoints_and_labels(cfg)
     specs = _benchmark_specs(cfg)
     if not specs and not cfg.linear_probe.enabled:
-        raise ValueError("evaluate: nothing to do; name benchmarks (e.g. benchmarks=[lfw,rfw]) or set "
-                         "linear_probe.enabled=true")
+        raise ValueError(
+            "evaluate: nothing to do; name benchmarks (e.g. benchmarks=[lfw,rfw]) or set linear_probe.enabled=true"
+        )
     if cfg.linear_probe.split not in SPLITS:
         raise ValueError(f"linear_probe.split={cfg.linear_probe.split!r} is not a split; allowed: {list(SPLITS)}")
     device = resolve_device(cfg.device)
-    runs = [load_run(path, device=device, data_root=cfg.linear_probe.root, key=key)
-            for key, path in checkpoints.items()]
+    runs = [
+        load_run(path, device=device, data_root=cfg.linear_probe.root, key=key) for key, path in checkpoints.items()
+    ]
     names = [label or run.label for run, label in zip(runs, labels, strict=True)]
     benchmarks = {name: instantiate(spec) for name, spec in specs.items()}
 
@@ -58,13 +59,21 @@ def evaluate(cfg: DictConfig) -> dict[str, pd.DataFrame]:
             for name, benchmark in benchmarks.items():
                 log.info("%s: embedding %d images of %s", model, len(benchmark.images), name)
                 embeddings = embed_images(
-                    run.embedder, benchmark.root, benchmark.images["path"].tolist(), run.config.data.transforms,
-                    tta_flip=run.config.eval.tta_flip, batch_size=cfg.batch_size, num_workers=cfg.num_workers,
+                    run.embedder,
+                    benchmark.root,
+                    benchmark.images["path"].tolist(),
+                    run.config.data.transforms,
+                    tta_flip=run.config.eval.tta_flip,
+                    batch_size=cfg.batch_size,
+                    num_workers=cfg.num_workers,
                     device=device,
                 )
                 results[model, name] = evaluate_benchmark(
-                    benchmark, embeddings, far_targets=list(cfg.verification.far_targets),
-                    target_fmr=cfg.verification.target_fmr, rank_by=run.config.eval.rank_by,
+                    benchmark,
+                    embeddings,
+                    far_targets=list(cfg.verification.far_targets),
+                    target_fmr=cfg.verification.target_fmr,
+                    rank_by=run.config.eval.rank_by,
                     title=f"{model} on {name}",
                 )
                 report.figure(f"det/{model}/{name}", results[model, name].det)
@@ -74,8 +83,9 @@ def evaluate(cfg: DictConfig) -> dict[str, pd.DataFrame]:
             long = long_table(results)
             tables.update(accuracy=accuracy_table(long), fairness=fairness_table(long), metrics=long)
         if cfg.linear_probe.enabled:
-            tables["linear_probe"] = probe_table({model: _probe(run, model, cfg)
-                                                  for run, model in zip(runs, names, strict=True)})
+            tables["linear_probe"] = probe_table(
+                {model: _probe(run, model, cfg) for run, model in zip(runs, names, strict=True)}
+            )
         for stem, table in tables.items():
             path = report.table(stem, table, index=stem in INDEXED_TABLES)
             if stem != "metrics":
@@ -109,8 +119,10 @@ def _benchmark_specs(cfg: DictConfig) -> dict[str, DictConfig]:
     for name in names:
         if cfg.catalog[name].get("root") is None:
             source = OmegaConf.to_container(cfg.catalog[name], resolve=False).get("root")
-            raise ValueError(f"benchmarks: '{name}' needs its folder, catalog.{name}.root = {source}; set it, "
-                             "e.g. python evaluate.py bin_dir=/data/faces_emore rfw_root=/data/RFW/test")
+            raise ValueError(
+                f"benchmarks: '{name}' needs its folder, catalog.{name}.root = {source}; set it, "
+                "e.g. python evaluate.py bin_dir=/data/faces_emore rfw_root=/data/RFW/test"
+            )
     return {name: cfg.catalog[name] for name in names}
 
 
@@ -121,8 +133,14 @@ def _probe(run: Run, model: str, cfg: DictConfig) -> dict[str, float]:
     """
     split = cfg.linear_probe.split
     log.info("%s: linear probe on the %s split of its training data", model, split)
-    return probe_accuracy(run.embedder, run.data().dataset(split), device=run.module.device,
-                          batch_size=cfg.batch_size, num_workers=cfg.num_workers, seed=cfg.seed)
+    return probe_accuracy(
+        run.embedder,
+        run.data().dataset(split),
+        device=run.module.device,
+        batch_size=cfg.batch_size,
+        num_workers=cfg.num_workers,
+        seed=cfg.seed,
+    )
 
 
 def _scalar_metrics(tables: dict[str, pd.DataFrame]) -> dict[str, float]:

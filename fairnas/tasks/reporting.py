@@ -45,8 +45,9 @@ class Report:
     or call :meth:`close`, so W&B runs are finished before the next one starts in the same process.
     """
 
-    def __init__(self, cfg: DictConfig, *, output_dir: str | Path | None = None, config: Mapping | None = None,
-                 **wandb_run: Any):
+    def __init__(
+        self, cfg: DictConfig, *, output_dir: str | Path | None = None, config: Mapping | None = None, **wandb_run: Any
+    ):
         self.output_dir = Path(output_dir or cfg.output_dir)
         self.loggers = build_loggers(cfg, **wandb_run)
         hyperparameters = dict(config) if config is not None else OmegaConf.to_container(cfg, resolve=True)

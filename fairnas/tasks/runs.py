@@ -73,8 +73,11 @@ def build_datamodule(cfg: DictConfig) -> FaceDataModule:
     if cfg.get("data_info") is None:
         datamodule.setup()
         with open_dict(cfg):
-            cfg.data_info = {"n_groups": len(datamodule.group_order), "num_classes": datamodule.num_classes,
-                             "group_order": list(datamodule.group_order)}
+            cfg.data_info = {
+                "n_groups": len(datamodule.group_order),
+                "num_classes": datamodule.num_classes,
+                "group_order": list(datamodule.group_order),
+            }
     return datamodule
 
 
@@ -82,7 +85,7 @@ def _check_data_root(cfg: DictConfig) -> None:
     """``data.root`` is where the data set lives (its table reads ``${data.root}``); unset, the run stops here with
     one line. ``data.table.root=...``, the key before ``data.root``, still works: ``data.root`` takes its value."""
     data = cfg.data
-    if "root" not in data.keys() or data.root is not None:  # set, or a run saved before data.root existed
+    if "root" not in data or data.root is not None:  # set, or a run saved before data.root existed
         return
     table = data.get("table")
     if table is not None and table.get("root") is not None:
@@ -149,8 +152,9 @@ def check_partial(factory: Any, key: str) -> Any:
     return factory
 
 
-def load_run(path: str | Path, *, device: str | torch.device = "cpu", data_root: str | None = None,
-             key: str = "ckpt") -> Run:
+def load_run(
+    path: str | Path, *, device: str | torch.device = "cpu", data_root: str | None = None, key: str = "ckpt"
+) -> Run:
     """Rebuild the run of ``path`` (a checkpoint, or a run folder: its ``checkpoints/last.ckpt``); ``key`` names the
     setting in errors.
 
@@ -210,10 +214,14 @@ def _load_as_data(checkpoint: Path, key: str) -> Any:
     except Exception as error:  # damaged bytes trip torch's reader anywhere: RuntimeError, OSError, EOFError, ...
         code = CODE_REFUSAL.search(str(error)) if isinstance(error, pickle.UnpicklingError) else None
         if code:
-            raise ValueError(f"{key}: '{checkpoint}' holds pickled code ({code.group(1)}); checkpoints are loaded "
-                             "as data only (torch.load weights_only=True)") from None
-        raise ValueError(f"{key}: '{checkpoint}' is not a readable PyTorch checkpoint (truncated, damaged or "
-                         f"another format: {_load_failure(error)})") from None
+            raise ValueError(
+                f"{key}: '{checkpoint}' holds pickled code ({code.group(1)}); checkpoints are loaded "
+                "as data only (torch.load weights_only=True)"
+            ) from None
+        raise ValueError(
+            f"{key}: '{checkpoint}' is not a readable PyTorch checkpoint (truncated, damaged or "
+            f"another format: {_load_failure(error)})"
+        ) from None
 
 
 def _load_failure(error: Exception) -> str:
@@ -236,7 +244,7 @@ def model_label(config: DictConfig) -> str:
 
 def _load_weights(model: nn.Module, state: dict, prefix: str, source: str | Path, key: str) -> None:
     """Load the entries of ``state`` under ``prefix`` into ``model``; a mismatch is one line naming ``key``."""
-    weights = {name[len(prefix):]: value for name, value in state.items() if name.startswith(prefix)}
+    weights = {name[len(prefix) :]: value for name, value in state.items() if name.startswith(prefix)}
     try:
         model.load_state_dict(weights)
     except RuntimeError as error:  # torch lists the missing / unexpected / mis-shaped weights after line 1
@@ -254,7 +262,7 @@ def _relocate_data(config: DictConfig, data_root: str | None) -> None:
         table.root = table.pop("cache_dir")
     if data_root is None:
         return
-    if "root" in config.data.keys():
+    if "root" in config.data:
         config.data.root = data_root
     table.root = data_root
 

@@ -41,7 +41,9 @@ def run_face_search(cfg: DictConfig) -> SearchResult:
     """Run the search described by ``cfg.search``; outputs go to ``cfg.output_dir``."""
     search = cfg.search
     _check_final_seeds(search.final_seeds)
-    settings = SearchSettings.from_mapping({name: search[name] for name in SearchSettings.field_names() if name in search})
+    settings = SearchSettings.from_mapping(
+        {name: search[name] for name in SearchSettings.field_names() if name in search}
+    )
     output_dir = Path(cfg.output_dir)
     for name in ("pytorch_lightning", "lightning.pytorch", "lightning.fabric"):  # one progress line per trial
         logging.getLogger(name).setLevel(logging.WARNING)
@@ -63,11 +65,17 @@ def run_face_search(cfg: DictConfig) -> SearchResult:
     )
     # What every trial trains with, beyond the loop settings: a resumed search must not mix in other results.
     invariants = {"train_overrides": train_overrides, "split": search.split}
-    result = run_search(target, space, settings, output_dir=output_dir, known_objectives=known_objectives(),
-                        invariants=invariants)
+    result = run_search(
+        target, space, settings, output_dir=output_dir, known_objectives=known_objectives(), invariants=invariants
+    )
     trained, saved = epochs_saved(output_dir / "trials")
-    log.info("search done: %d trials, front of %d; %d epochs trained, %d saved by continuing across fidelities",
-             len(result.trials), len(result.pareto_front), trained, saved)
+    log.info(
+        "search done: %d trials, front of %d; %d epochs trained, %d saved by continuing across fidelities",
+        len(result.trials),
+        len(result.pareto_front),
+        trained,
+        saved,
+    )
     if search.final_seeds:
         seeds = fresh_seeds(result.trials["seed"], search.final_seeds)
         final = evaluate_front(result, target, seeds=seeds)
@@ -78,10 +86,12 @@ def run_face_search(cfg: DictConfig) -> SearchResult:
 
 
 def _check_final_seeds(final_seeds: Any) -> None:
-    if final_seeds is not None and (isinstance(final_seeds, bool) or not isinstance(final_seeds, int)
-                                    or final_seeds < 1):
-        raise ValueError(f"search.final_seeds={final_seeds} must be a positive number of seeds, or null for no "
-                         "final evaluation")
+    if final_seeds is not None and (
+        isinstance(final_seeds, bool) or not isinstance(final_seeds, int) or final_seeds < 1
+    ):
+        raise ValueError(
+            f"search.final_seeds={final_seeds} must be a positive number of seeds, or null for no final evaluation"
+        )
 
 
 def fresh_seeds(used: Iterable[int], n: int) -> list[int]:
@@ -101,12 +111,18 @@ def evaluate_front(result: SearchResult, target: TrainingTarget, seeds: Sequence
     for front_row in result.pareto_front.to_dict("records"):
         config = json.loads(front_row["config"])
         runs = [target.run(config, seed, result.max_budget, test=True) for seed in seeds]
-        values = pd.DataFrame([
-            {f"{split}/{name}": float(run[split][name]) for split in ("val", "test") for name in result.objectives}
-            for run in runs
-        ])
-        summary = {"config_id": front_row["config_id"], "config": front_row["config"], "n_seeds": len(runs),
-                   "seeds": json.dumps([int(seed) for seed in seeds])}
+        values = pd.DataFrame(
+            [
+                {f"{split}/{name}": float(run[split][name]) for split in ("val", "test") for name in result.objectives}
+                for run in runs
+            ]
+        )
+        summary = {
+            "config_id": front_row["config_id"],
+            "config": front_row["config"],
+            "n_seeds": len(runs),
+            "seeds": json.dumps([int(seed) for seed in seeds]),
+        }
         for column in values:
             summary[f"{column}_mean"] = values[column].mean()
             summary[f"{column}_sem"] = values[column].sem() if len(values) > 1 else 0.0
@@ -127,8 +143,14 @@ def report_search(cfg: DictConfig, result: SearchResult, settings: SearchSetting
     search_id = hashlib.sha1(str(result.output_dir.resolve()).encode()).hexdigest()[:10]
     for trial in result.trials.to_dict("records"):
         config = {**json.loads(trial["config"]), "budget": trial["budget"], "seed": trial["seed"]}
-        with Report(cfg, config=config, name=f"{name}-trial{trial['trial_id']}", group=name, job_type="trial",
-                    id=f"{search_id}-trial{trial['trial_id']}") as report:
+        with Report(
+            cfg,
+            config=config,
+            name=f"{name}-trial{trial['trial_id']}",
+            group=name,
+            job_type="trial",
+            id=f"{search_id}-trial{trial['trial_id']}",
+        ) as report:
             report.metrics({key: trial[key] for key in (*result.objectives, "wall_time_s", "budget")})
     reference = settings.reference_point or result.default_reference_point()
     with Report(cfg, name=f"{name}-summary", group=name, job_type="summary", id=f"{search_id}-summary") as report:

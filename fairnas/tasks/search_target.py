@@ -81,10 +81,17 @@ class TrainingTarget:
             overrides.append(f"resume_from={previous[1]}")
         metrics = train(compose_config("train", overrides, output_dir=run_dir))
         start = previous[0] if previous else 0
-        write_json_atomic(run_dir / TRIAL_FILE, {
-            "config": config, "seed": seed, "budget": budget, "overrides": overrides,
-            "continued_from_epoch": start, "epochs_run": n_epochs - start,
-        })
+        write_json_atomic(
+            run_dir / TRIAL_FILE,
+            {
+                "config": config,
+                "seed": seed,
+                "budget": budget,
+                "overrides": overrides,
+                "continued_from_epoch": start,
+                "epochs_run": n_epochs - start,
+            },
+        )
         return metrics
 
     @staticmethod

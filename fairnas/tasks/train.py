@@ -18,9 +18,9 @@ from pytorch_lightning.plugins.io import TorchCheckpointIO
 from fairnas.config import CONFIG_DIR
 from fairnas.io import atomic_path, write_json_atomic, write_text_atomic
 from fairnas.mitigations import GroupMeasurement
+from fairnas.tasks.checks import supported_precision
 from fairnas.tasks.cli import hydra_command
 from fairnas.tasks.reporting import Report
-from fairnas.tasks.checks import supported_precision
 from fairnas.tasks.runs import CHECKPOINT_DIR, LAST_CHECKPOINT, build_model, read_checkpoint
 from fairnas.training.epoch_test import TestEveryEpoch
 
@@ -73,9 +73,14 @@ def train(cfg: DictConfig) -> dict:
             callback.check_validation_interval(cfg.trainer.get("check_val_every_n_epoch", 1))
     write_text_atomic(output_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     with Report(cfg) as report:
-        trainer: pl.Trainer = instantiate(cfg.trainer, precision=supported_precision(cfg.trainer.precision),
-                                          logger=report.loggers or False, callbacks=callbacks,
-                                          default_root_dir=str(output_dir), plugins=[AtomicCheckpointIO()])
+        trainer: pl.Trainer = instantiate(
+            cfg.trainer,
+            precision=supported_precision(cfg.trainer.precision),
+            logger=report.loggers or False,
+            callbacks=callbacks,
+            default_root_dir=str(output_dir),
+            plugins=[AtomicCheckpointIO()],
+        )
         trainer.fit(module, datamodule=datamodule, ckpt_path=checkpoint)
         if module.evaluations.get("val", {}).get("epoch") != trainer.current_epoch:
             trainer.validate(module, datamodule=datamodule, verbose=False)
@@ -93,9 +98,15 @@ def train(cfg: DictConfig) -> dict:
     }
     if trainer.is_global_zero:  # every DDP rank computed the same metrics
         write_json_atomic(output_dir / "metrics.json", metrics)
-    log.info("%s -> %s", " | ".join(f"{split} error {metrics[split]['error']:.4f} rank disparity "
-                                    f"{metrics[split]['rank_disparity']:.4f}" for split in ("val", "test")
-                                    if metrics[split] is not None), output_dir / "metrics.json")
+    log.info(
+        "%s -> %s",
+        " | ".join(
+            f"{split} error {metrics[split]['error']:.4f} rank disparity {metrics[split]['rank_disparity']:.4f}"
+            for split in ("val", "test")
+            if metrics[split] is not None
+        ),
+        output_dir / "metrics.json",
+    )
     return metrics
 
 

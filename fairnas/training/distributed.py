@@ -29,10 +29,10 @@ def _all_gather_rows(tensor: torch.Tensor, device: torch.device) -> torch.Tensor
     dist.all_gather(sizes, torch.tensor([len(local)], dtype=torch.long, device=device))
     counts = [int(size) for size in sizes]
     padded = local.new_zeros((max(counts), *local.shape[1:]))
-    padded[:len(local)] = local
+    padded[: len(local)] = local
     gathered = [torch.empty_like(padded) for _ in range(world)]
     dist.all_gather(gathered, padded)
-    return torch.cat([rows[:count] for rows, count in zip(gathered, counts)]).to(tensor.device)
+    return torch.cat([rows[:count] for rows, count in zip(gathered, counts, strict=False)]).to(tensor.device)
 
 
 def _first_occurrences(index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -11,8 +11,8 @@ from pytorch_lightning.trainer.states import TrainerFn
 from torch import nn
 
 from fairnas.metrics import face_identification_metrics, group_names
-from fairnas.training.distributed import gather_split
 from fairnas.models.neck import normalized_embedding
+from fairnas.training.distributed import gather_split
 
 EVAL_STAGES = ("val", "test")
 
@@ -87,8 +87,14 @@ class FaceRecognitionModule(pl.LightningModule):
         return normalized_embedding(self.embedder, images, self.tta_flip)
 
     def _eval_step(self, stage: str, batch: dict) -> None:
-        self._outputs[stage].append({"embedding": self.embed(batch["image"]).cpu(), "label": batch["label"].cpu(),
-                                     "group": batch["group"].cpu(), "index": batch["index"].cpu()})
+        self._outputs[stage].append(
+            {
+                "embedding": self.embed(batch["image"]).cpu(),
+                "label": batch["label"].cpu(),
+                "group": batch["group"].cpu(),
+                "index": batch["index"].cpu(),
+            }
+        )
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         self._eval_step("val", batch)
@@ -116,8 +122,9 @@ class FaceRecognitionModule(pl.LightningModule):
         was_training = self.training
         self.eval()
         for batch in loader:
-            self._eval_step(stage, datamodule.on_after_batch_transfer(
-                self.transfer_batch_to_device(batch, self.device, 0), 0))
+            self._eval_step(
+                stage, datamodule.on_after_batch_transfer(self.transfer_batch_to_device(batch, self.device, 0), 0)
+            )
         self._evaluate(stage)
         self.train(was_training)
 
@@ -128,21 +135,27 @@ class FaceRecognitionModule(pl.LightningModule):
         # Under DDP every rank gathers the whole split and computes the same metrics (fairnas.training.distributed).
         split = gather_split({key: torch.cat([o[key] for o in outputs]) for key in outputs[0]}, self.device)
         metrics = face_identification_metrics(
-            split["embedding"], split["label"], group_names(split["group"].numpy(), self.group_order),
-            group_order=self.group_order, rank_by=self.rank_by, normalize=False,
+            split["embedding"],
+            split["label"],
+            group_names(split["group"].numpy(), self.group_order),
+            group_order=self.group_order,
+            rank_by=self.rank_by,
+            normalize=False,
         )
         fitting = self.trainer.state.fn == TrainerFn.FITTING
         self.evaluations[stage].update(metrics, epoch=self.current_epoch + 1 if fitting else self.current_epoch)
-        self.log_dict({f"{stage}/{name}": float(value) for name, value in metrics.items()},
-                      sync_dist=self.trainer.world_size > 1)  # equal on every rank: the mean is the value
+        self.log_dict(
+            {f"{stage}/{name}": float(value) for name, value in metrics.items()}, sync_dist=self.trainer.world_size > 1
+        )  # equal on every rank: the mean is the value
 
     def configure_optimizers(self):
         optimizer = self.optimizer_factory(params=self.parameters())
         if self.scheduler_factory is None:
             return optimizer
         steps_per_epoch = math.ceil(self.trainer.estimated_stepping_batches / max(1, self.trainer.max_epochs))
-        scheduler = self.scheduler_factory(optimizer, steps_per_epoch=steps_per_epoch,
-                                           horizon_epochs=self.horizon_epochs or self.trainer.max_epochs)
+        scheduler = self.scheduler_factory(
+            optimizer, steps_per_epoch=steps_per_epoch, horizon_epochs=self.horizon_epochs or self.trainer.max_epochs
+        )
         if scheduler is None:
             return optimizer
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

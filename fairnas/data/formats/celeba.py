@@ -56,12 +56,14 @@ def read_celeba(
         verify_images: decode every image once and skip those that fail (slow).
     """
     root = require_dir(root, "data.root")
-    identities = pd.read_csv(require_file(root / IDENTITY_FILE, DATASET), sep=r"\s+", header=None,
-                             names=["image", "identity"], dtype=str)
+    identities = pd.read_csv(
+        require_file(root / IDENTITY_FILE, DATASET), sep=r"\s+", header=None, names=["image", "identity"], dtype=str
+    )
     attributes = _read_attributes(require_file(root / ATTRIBUTE_FILE, DATASET))
     if attribute not in attributes.columns:
-        raise ValueError(f"data.table.attribute={attribute!r} is not a CelebA attribute; allowed: "
-                         f"{list(attributes.columns)}")
+        raise ValueError(
+            f"data.table.attribute={attribute!r} is not a CelebA attribute; allowed: {list(attributes.columns)}"
+        )
 
     labelled = identities["image"].isin(attributes.index)
     log_skips(DATASET, {f"images missing from {ATTRIBUTE_FILE}": int((~labelled).sum())})
@@ -91,8 +93,9 @@ def _read_attributes(path: Path) -> pd.DataFrame:
     # makes the image name the index.
     attributes = pd.read_csv(path, sep=r"\s+", skiprows=1, header=0)
     if attributes.empty or not attributes.isin([-1, 1]).all().all():
-        raise ValueError(f"{path}: expected the image count, a line of attribute names, then one line of -1/1 "
-                         "values per image")
+        raise ValueError(
+            f"{path}: expected the image count, a line of attribute names, then one line of -1/1 values per image"
+        )
     return (attributes > 0).astype(int)
 
 
@@ -100,8 +103,10 @@ def _read_landmarks(path: Path) -> pd.DataFrame:
     """image -> the ten landmark coordinates (pixels of the aligned 178 x 218 image) as LANDMARK_COLUMNS."""
     landmarks = pd.read_csv(path, sep=r"\s+", skiprows=1, header=0)
     if landmarks.shape[1] != len(LANDMARK_COLUMNS):
-        raise ValueError(f"{path}: expected the image count, a header of {len(LANDMARK_COLUMNS)} coordinate names, "
-                         "then '<image> <10 coordinates>' per line")
+        raise ValueError(
+            f"{path}: expected the image count, a header of {len(LANDMARK_COLUMNS)} coordinate names, "
+            "then '<image> <10 coordinates>' per line"
+        )
     landmarks.columns = list(LANDMARK_COLUMNS)
     return landmarks
 
@@ -119,8 +124,12 @@ def _identity_majority(frame: pd.DataFrame, attribute: str) -> pd.DataFrame:
     share = frame.groupby("identity")[attribute].mean()
     inconsistent = int(((share > 0) & (share < 1)).sum())
     if inconsistent:
-        log.info("%s: %d identities have mixed '%s' labels across their images; each gets its majority value",
-                 DATASET, inconsistent, attribute)
+        log.info(
+            "%s: %d identities have mixed '%s' labels across their images; each gets its majority value",
+            DATASET,
+            inconsistent,
+            attribute,
+        )
     tied = share.index[share == 0.5]
     keep = ~frame["identity"].isin(tied)
     log_skips(DATASET, {f"images of {len(tied)} identities with a tied '{attribute}' vote": int((~keep).sum())})

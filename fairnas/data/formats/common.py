@@ -106,13 +106,19 @@ def check_groups(frame: pd.DataFrame, attribute: str, dataset: str, expected: Se
         )
 
 
-def face_table(root: Path, frame: pd.DataFrame, attribute: str, dataset: str,
-               expected_groups: Iterable[str] | None = None) -> FaceTable:
+def face_table(
+    root: Path, frame: pd.DataFrame, attribute: str, dataset: str, expected_groups: Iterable[str] | None = None
+) -> FaceTable:
     """The checked :class:`FaceTable`: string groups, at least two non-empty groups, identity-disjoint splits."""
     frame = frame.reset_index(drop=True)
     frame[attribute] = frame[attribute].astype(str)
     check_groups(frame, attribute, dataset, list(expected_groups or ()))
     check_identity_disjoint(frame, source=dataset)
-    log.info("%s: %d images of %d identities, %s", dataset, len(frame), frame["identity"].nunique(),
-             frame.groupby("split")["identity"].nunique().to_dict())
+    log.info(
+        "%s: %d images of %d identities, %s",
+        dataset,
+        len(frame),
+        frame["identity"].nunique(),
+        frame.groupby("split")["identity"].nunique().to_dict(),
+    )
     return FaceTable(root=root, frame=frame, attribute=attribute)

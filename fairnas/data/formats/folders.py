@@ -43,8 +43,10 @@ def read_folders(
     table = pd.read_csv(csv_path, dtype=str)
     missing = [column for column in ("identity", attribute) if column not in table.columns]
     if missing:
-        raise ValueError(f"{csv_path}: missing column(s) {missing}; needs 'identity' and the protected attribute "
-                         "(data.table.attribute)")
+        raise ValueError(
+            f"{csv_path}: missing column(s) {missing}; needs 'identity' and the protected attribute "
+            "(data.table.attribute)"
+        )
     repeated = table["identity"][table["identity"].duplicated()]
     if len(repeated):
         raise ValueError(f"{csv_path}: identity {repeated.iloc[0]!r} has more than one row")
@@ -54,10 +56,13 @@ def read_folders(
 
     frame = scan_identity_folders(root, images, DATASET)
     known = frame["identity"].isin(table.index[table[attribute].notna()])
-    log_skips(DATASET, {
-        f"images of {frame.loc[~known, 'identity'].nunique()} identities without a '{attribute}' value in "
-        f"{attributes}": int((~known).sum()),
-    })
+    log_skips(
+        DATASET,
+        {
+            f"images of {frame.loc[~known, 'identity'].nunique()} identities without a '{attribute}' value in "
+            f"{attributes}": int((~known).sum()),
+        },
+    )
     frame = drop_unreadable(root, frame[known].join(table, on="identity"), verify_images, DATASET)
     groups = frame.groupby("identity")[attribute].first()
     frame = apply_identity_splits(frame, identity_splits(groups, split, DATASET), DATASET)

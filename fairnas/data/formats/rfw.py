@@ -48,16 +48,16 @@ def read_rfw_benchmark(root: str | Path, verify_images: bool = False) -> Verific
         pairs.append(listed[["same", "fold"]].assign(left=left, right=right, group=race))
     listed = pd.concat(pairs, ignore_index=True)
     return VerificationBenchmark(
-        DATASET, root, images,
-        index_pairs(DATASET, images, listed["left"], listed["right"], listed["same"], listed["fold"],
-                    listed["group"]),
+        DATASET,
+        root,
+        images,
+        index_pairs(DATASET, images, listed["left"], listed["right"], listed["same"], listed["fold"], listed["group"]),
         attribute=ATTRIBUTE,
     )
 
 
 def _rfw_images(root: Path, verify_images: bool) -> pd.DataFrame:
     """Columns ``path``, ``identity``, ``race`` for ``data/<race>/<identity>/*``; every race folder must exist."""
-    frames = [scan_identity_folders(root, f"{IMAGE_DIR}/{race}", DATASET).assign(**{ATTRIBUTE: race})
-              for race in RACES]
+    frames = [scan_identity_folders(root, f"{IMAGE_DIR}/{race}", DATASET).assign(**{ATTRIBUTE: race}) for race in RACES]
     frame = pd.concat(frames, ignore_index=True)
     return drop_unreadable(root, frame, verify_images, DATASET)

@@ -117,8 +117,12 @@ def apply_identity_splits(frame: pd.DataFrame, splits: pd.Series, dataset: str) 
     """``frame`` with a ``split`` column from identity -> split; identities the split omits are skipped."""
     split = frame["identity"].map(splits)
     unassigned = split.isna()
-    log_skips(dataset, {
-        f"images of {frame.loc[unassigned, 'identity'].nunique()} identities missing from the split file":
-            int(unassigned.sum()),
-    })
+    log_skips(
+        dataset,
+        {
+            f"images of {frame.loc[unassigned, 'identity'].nunique()} identities missing from the split file": int(
+                unassigned.sum()
+            ),
+        },
+    )
     return frame.assign(split=split)[~unassigned].reset_index(drop=True)

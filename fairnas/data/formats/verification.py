@@ -55,8 +55,9 @@ class VerificationBenchmark:
         if self.pairs.empty:
             raise ValueError(f"{self.name}: no pairs left to verify")
         if self.pairs["fold"].nunique() < 2:
-            raise ValueError(f"{self.name}: pairs form {self.pairs['fold'].nunique()} fold(s); k-fold accuracy "
-                             "needs at least 2")
+            raise ValueError(
+                f"{self.name}: pairs form {self.pairs['fold'].nunique()} fold(s); k-fold accuracy needs at least 2"
+            )
         for group, pairs in self.pairs.groupby("group"):
             if pairs["same"].all() or not pairs["same"].any():
                 raise ValueError(f"{self.name}: group {group!r} needs both matched and mismatched pairs")
@@ -80,8 +81,10 @@ def parse_pairs_file(path: Path, n_folds: int = DEFAULT_FOLDS) -> pd.DataFrame:
         elif len(fields) == 4:
             rows.append((fields[0], int(fields[1]), fields[2], int(fields[3]), False))
         else:
-            raise ValueError(f"{path}: line {number + 1 + (fold_size is not None)} has {len(fields)} fields; "
-                             "expected 'name i j' (matched) or 'name1 i name2 j' (mismatched)")
+            raise ValueError(
+                f"{path}: line {number + 1 + (fold_size is not None)} has {len(fields)} fields; "
+                "expected 'name i j' (matched) or 'name1 i name2 j' (mismatched)"
+            )
     pairs = pd.DataFrame(rows, columns=["name1", "index1", "name2", "index2", "same"])
     if fold_size is None:
         if len(pairs) % n_folds:
@@ -101,18 +104,29 @@ def pair_paths(listed: pd.DataFrame, folder: str, extension: str = "jpg") -> tup
     return side(listed["name1"], listed["index1"]), side(listed["name2"], listed["index2"])
 
 
-def index_pairs(name: str, images: pd.DataFrame, left_paths: pd.Series, right_paths: pd.Series,
-                same: pd.Series, fold: pd.Series, group: pd.Series) -> pd.DataFrame:
+def index_pairs(
+    name: str,
+    images: pd.DataFrame,
+    left_paths: pd.Series,
+    right_paths: pd.Series,
+    same: pd.Series,
+    fold: pd.Series,
+    group: pd.Series,
+) -> pd.DataFrame:
     """Pairs as row positions into ``images``; pairs with an image not in ``images`` are skipped and counted."""
     position = pd.Series(np.arange(len(images)), index=images["path"])
     left, right = left_paths.map(position), right_paths.map(position)
     present = (left.notna() & right.notna()).to_numpy()
     log_skips(name, {"pairs with a missing or unreadable image": int((~present).sum())})
-    return pd.DataFrame({
-        "left": left[present].astype(int).to_numpy(), "right": right[present].astype(int).to_numpy(),
-        "same": same[present].astype(bool).to_numpy(), "fold": fold[present].astype(int).to_numpy(),
-        "group": group[present].astype(str).to_numpy(),
-    })
+    return pd.DataFrame(
+        {
+            "left": left[present].astype(int).to_numpy(),
+            "right": right[present].astype(int).to_numpy(),
+            "same": same[present].astype(bool).to_numpy(),
+            "fold": fold[present].astype(int).to_numpy(),
+            "group": group[present].astype(str).to_numpy(),
+        }
+    )
 
 
 def read_pairs_txt(
@@ -131,8 +145,9 @@ def read_pairs_txt(
     frame = pd.DataFrame({"path": paths, "identity": [path.split("/")[-2] for path in paths]})
     frame = drop_unreadable(root, frame, verify_images, name)
     group = pd.Series(ALL, index=listed.index)
-    return VerificationBenchmark(name, root, frame, index_pairs(name, frame, left, right, listed["same"],
-                                                                listed["fold"], group))
+    return VerificationBenchmark(
+        name, root, frame, index_pairs(name, frame, left, right, listed["same"], listed["fold"], group)
+    )
 
 
 def read_bin(
@@ -156,11 +171,20 @@ def read_bin(
     log_skips(name, {"images that do not decode": 2 * n_pairs - len(files)})
     index = np.arange(n_pairs)
     fold = pd.Series(index * n_folds // n_pairs)
-    return VerificationBenchmark(name, image_dir, images, index_pairs(
-        name, images,
-        pd.Series(index * 2).map(files), pd.Series(index * 2 + 1).map(files),
-        pd.Series(same), fold, pd.Series(ALL, index=index),
-    ))
+    return VerificationBenchmark(
+        name,
+        image_dir,
+        images,
+        index_pairs(
+            name,
+            images,
+            pd.Series(index * 2).map(files),
+            pd.Series(index * 2 + 1).map(files),
+            pd.Series(same),
+            fold,
+            pd.Series(ALL, index=index),
+        ),
+    )
 
 
 class _PairsUnpickler(pickle.Unpickler):
@@ -169,12 +193,17 @@ class _PairsUnpickler(pickle.Unpickler):
     ``_codecs.encode`` is how Python 3 writes bytes in pickle protocol 2 (Python 2 files need no function).
     """
 
-    ALLOWED = frozenset({
-        ("_codecs", "encode"),
-        ("numpy", "ndarray"), ("numpy", "dtype"),
-        ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-        ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
-    })
+    ALLOWED = frozenset(
+        {
+            ("_codecs", "encode"),
+            ("numpy", "ndarray"),
+            ("numpy", "dtype"),
+            ("numpy.core.multiarray", "_reconstruct"),
+            ("numpy._core.multiarray", "_reconstruct"),
+            ("numpy.core.multiarray", "scalar"),
+            ("numpy._core.multiarray", "scalar"),
+        }
+    )
 
     def find_class(self, module: str, name: str):
         if (module, name) not in self.ALLOWED:
@@ -188,8 +217,9 @@ def _load_bin(path: Path) -> tuple[list, np.ndarray]:
         with open(path, "rb") as handle:
             encoded, same = _PairsUnpickler(handle, encoding="bytes").load()
     except (pickle.UnpicklingError, ValueError, TypeError, EOFError) as error:
-        raise ValueError(f"{path}: not a packed verification benchmark (pickled (images, is-same list)): "
-                         f"{error}") from None
+        raise ValueError(
+            f"{path}: not a packed verification benchmark (pickled (images, is-same list)): {error}"
+        ) from None
     same = np.asarray(same, dtype=bool)
     if len(encoded) != 2 * len(same):
         raise ValueError(f"{path}: {len(encoded)} images for {len(same)} pairs; expected 2 images per pair")

@@ -43,16 +43,21 @@ def read_vggface2(
     root = require_dir(root, "data.root")
     meta = read_identity_meta(require_file(root / META_FILE, DATASET))
     if attribute not in meta.columns:
-        raise ValueError(f"data.table.attribute={attribute!r} is not a column of {META_FILE}; allowed: "
-                         f"{list(meta.columns)}")
+        raise ValueError(
+            f"data.table.attribute={attribute!r} is not a column of {META_FILE}; allowed: {list(meta.columns)}"
+        )
     folders = [scan_identity_folders(root, folder, DATASET).assign(folder=folder) for folder in FOLDERS]
     frame = pd.concat(folders, ignore_index=True)
 
     known = frame["identity"].isin(meta.index)
-    log_skips(DATASET, {
-        f"images of {frame.loc[~known, 'identity'].nunique()} identities missing from {META_FILE}":
-            int((~known).sum()),
-    })
+    log_skips(
+        DATASET,
+        {
+            f"images of {frame.loc[~known, 'identity'].nunique()} identities missing from {META_FILE}": int(
+                (~known).sum()
+            ),
+        },
+    )
     frame = frame[known].join(meta[attribute], on="identity")
     frame = drop_unreadable(root, frame, verify_images, DATASET)
 
@@ -81,6 +86,6 @@ def read_identity_meta(path: Path) -> pd.DataFrame:
         surplus = len(fields) - len(header)
         if surplus < 0:
             raise ValueError(f"{path}:{number}: {len(fields)} fields, expected {len(header)} ({', '.join(header)})")
-        name = ", ".join(fields[1:2 + surplus]).strip('"')
-        rows.append([fields[0], name, *fields[2 + surplus:]])
+        name = ", ".join(fields[1 : 2 + surplus]).strip('"')
+        rows.append([fields[0], name, *fields[2 + surplus :]])
     return pd.DataFrame(rows, columns=header).set_index("Class_ID")

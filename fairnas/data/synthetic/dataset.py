@@ -77,8 +77,9 @@ def _write_dataset(spec: SyntheticFaceSpec, root: Path) -> None:
             image.save(root / relative_path, "PNG")
             mask.save(root / mask_path, "PNG")
             labels = {"path": relative_path, "identity": identity.name, "split": identity.split}
-            rows.append({**labels, "group": spec.group_names[identity.group], **conditions.metadata(),
-                         MASK_COLUMN: mask_path})
+            rows.append(
+                {**labels, "group": spec.group_names[identity.group], **conditions.metadata(), MASK_COLUMN: mask_path}
+            )
     _write_csv(root / METADATA_FILE, METADATA_COLUMNS, rows)
     _write_csv(root / IDENTITIES_FILE, _identity_columns(), _identity_rows(spec, identities))
     spec_json = {"renderer_version": RENDERER_VERSION, **dataclasses.asdict(spec)}

@@ -59,13 +59,13 @@ ACCESSORIES = ("glasses", "hat")
 ID, OOD = "ID", "OOD"
 MAX_YAW_DEG = 75.0
 DEFAULT_SETTINGS: dict[str, object] = {
-    "yaw_margin_deg": 15.0,        # OOD yaw: this far beyond the training range
+    "yaw_margin_deg": 15.0,  # OOD yaw: this far beyond the training range
     "roll_margin_deg": 15.0,
-    "scale_margin": 0.2,           # OOD scale: training min * (1 - m) or max * (1 + m)
+    "scale_margin": 0.2,  # OOD scale: training min * (1 - m) or max * (1 + m)
     "illumination_margin": 0.4,
     "rotation_deg": (10.0, 30.0),  # image space (id_max, ood): ID |angle| <= 10, OOD |angle| = 30
-    "zoom": (1.1, 1.4),            # ID factor in [1/1.1, 1.1], OOD 1.4 or 1/1.4
-    "crop": (0.85, 0.6),           # ID window side in [0.85, 1], OOD 0.6 (of the image side)
+    "zoom": (1.1, 1.4),  # ID factor in [1/1.1, 1.1], OOD 1.4 or 1/1.4
+    "crop": (0.85, 0.6),  # ID window side in [0.85, 1], OOD 0.6 (of the image side)
 }
 
 
@@ -85,6 +85,7 @@ def _accessory_counts(value: str) -> dict[str, int]:
 
 # ---------------------------------------------------------------------------------------------------- re-render
 
+
 @dataclasses.dataclass(frozen=True)
 class SyntheticSource:
     """A rendered synthetic data set, able to re-render any of its images with nuisances replaced."""
@@ -101,8 +102,10 @@ class SyntheticSource:
         fields = json.loads((root / SPEC_FILE).read_text())
         version = fields.pop("renderer_version", None)
         if version != RENDERER_VERSION:
-            raise ValueError(f"{root / SPEC_FILE}: rendered by renderer version {version}, this code renders "
-                             f"version {RENDERER_VERSION}; re-render the data set to re-render its images")
+            raise ValueError(
+                f"{root / SPEC_FILE}: rendered by renderer version {version}, this code renders "
+                f"version {RENDERER_VERSION}; re-render the data set to re-render its images"
+            )
         spec = SyntheticFaceSpec(**fields)
         identities = tuple(sample_identities(spec))
         return cls(root, spec, identities, {identity.name: i for i, identity in enumerate(identities)})
@@ -134,15 +137,16 @@ class SyntheticSource:
         conditions = dataclasses.replace(conditions, **overrides)
         return render_face(identity.parameters, conditions, self.spec.image_size, rng)
 
-
     def check_reproduces(self, path: str) -> None:
         """Raise unless re-rendering ``path`` gives the file on disk (else a mutation would change more than the
         nuisance it names, e.g. after a rendering change without a RENDERER_VERSION bump)."""
         with Image.open(self.root / path) as file:
             on_disk = np.asarray(file.convert("RGB"))
         if not np.array_equal(np.asarray(self.render(path)), on_disk):
-            raise ValueError(f"{self.root / path}: re-rendering does not reproduce the file; the data set was rendered "
-                             "by other code, re-render it")
+            raise ValueError(
+                f"{self.root / path}: re-rendering does not reproduce the file; the data set was rendered "
+                "by other code, re-render it"
+            )
 
 
 def is_synthetic(root: str | Path) -> bool:
@@ -151,6 +155,7 @@ def is_synthetic(root: str | Path) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------- ID / OOD
+
 
 @dataclasses.dataclass(frozen=True)
 class TrainingRanges:
@@ -162,8 +167,11 @@ class TrainingRanges:
 
     @classmethod
     def from_frame(cls, frame: pd.DataFrame) -> TrainingRanges:
-        continuous = {name: (float(frame[name].min()), float(frame[name].max()))
-                      for name in ("yaw", "roll", "scale", "illumination") if name in frame.columns and len(frame)}
+        continuous = {
+            name: (float(frame[name].min()), float(frame[name].max()))
+            for name in ("yaw", "roll", "scale", "illumination")
+            if name in frame.columns and len(frame)
+        }
         counts: dict[str, tuple[int, int]] = {}
         if "occluder" in frame.columns and len(frame):
             table = pd.DataFrame([_accessory_counts(str(v)) for v in frame["occluder"].unique()])
@@ -209,13 +217,19 @@ def settings_from(config: Mapping) -> dict[str, object]:
             settings[key] = config[key]
     for key in ("yaw_margin_deg", "roll_margin_deg", "scale_margin", "illumination_margin"):
         value = settings[key]
-        if not isinstance(value, (int, float)) or not 0 < value or (key.endswith("margin") and value >= 1):
+        if not isinstance(value, (int, float)) or not value > 0 or (key.endswith("margin") and value >= 1):
             allowed = "in (0, 1)" if key.endswith("margin") else "> 0"
             raise ValueError(f"ood.{key}={value!r} must be a number {allowed}")
-    pairs = {"rotation_deg": lambda a, b: 0 < a < b <= 90, "zoom": lambda a, b: 1 < a < b <= 3,
-             "crop": lambda a, b: 0.2 <= b < a < 1}
-    rules = {"rotation_deg": "0 < id_max < ood <= 90", "zoom": "1 < id_max < ood <= 3",
-             "crop": "0.2 <= ood < id_min < 1"}
+    pairs = {
+        "rotation_deg": lambda a, b: 0 < a < b <= 90,
+        "zoom": lambda a, b: 1 < a < b <= 3,
+        "crop": lambda a, b: 0.2 <= b < a < 1,
+    }
+    rules = {
+        "rotation_deg": "0 < id_max < ood <= 90",
+        "zoom": "1 < id_max < ood <= 3",
+        "crop": "0.2 <= ood < id_min < 1",
+    }
     for key, valid in pairs.items():
         try:
             first, second = (float(v) for v in settings[key])
@@ -263,8 +277,11 @@ class MutationPlanner:
     def _occluders(self, own: str, rng: np.random.Generator) -> list[Mutation]:
         mutations = []
         for distribution in (ID, OOD):
-            candidates = [value for value in occluder_configurations()
-                          if value != own and self.ranges.occluder_distribution(value) == distribution]
+            candidates = [
+                value
+                for value in occluder_configurations()
+                if value != own and self.ranges.occluder_distribution(value) == distribution
+            ]
             if candidates:
                 mutations.append(Mutation("occluders", candidates[int(rng.integers(len(candidates)))], distribution))
         return mutations
@@ -281,12 +298,15 @@ class MutationPlanner:
         if name == "crop":
             id_min, ood = self.settings["crop"]
             inside = float(rng.uniform(id_min, 1.0))
-            return [Mutation(name, inside, ID, tuple(rng.uniform(0, 1, size=2))),
-                    Mutation(name, ood, OOD, tuple(rng.uniform(0, 1, size=2)))]
+            return [
+                Mutation(name, inside, ID, tuple(rng.uniform(0, 1, size=2))),
+                Mutation(name, ood, OOD, tuple(rng.uniform(0, 1, size=2))),
+            ]
         raise ValueError(f"ood.mutations: unknown mutation {name!r}; allowed: {list(MUTATIONS)}")
 
 
 # ------------------------------------------------------------------------------------------------- applying
+
 
 def transform_image(image: np.ndarray, mutation: Mutation) -> np.ndarray:
     """An image-space mutation (rotation, zoom, crop) of a uint8 [H, W, 3] image; same size out, uncovered
@@ -307,7 +327,8 @@ def transform_image(image: np.ndarray, mutation: Mutation) -> np.ndarray:
         shift = centre - matrix @ centre
     data = (matrix[0, 0], matrix[0, 1], shift[0], matrix[1, 0], matrix[1, 1], shift[1])
     out = Image.fromarray(np.ascontiguousarray(image)).transform(
-        (width, height), Image.Transform.AFFINE, data, resample=Image.Resampling.BILINEAR, fillcolor=fill)
+        (width, height), Image.Transform.AFFINE, data, resample=Image.Resampling.BILINEAR, fillcolor=fill
+    )
     return np.asarray(out, dtype=np.uint8)
 
 

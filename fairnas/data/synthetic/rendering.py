@@ -147,8 +147,9 @@ class _Canvas:
     def width(self, fraction: float) -> int:
         return max(1, round(fraction * self.side))
 
-    def fill(self, points: np.ndarray, colour: Colour, part: str, outline: Colour | None = None,
-             width: float = 0.0) -> None:
+    def fill(
+        self, points: np.ndarray, colour: Colour, part: str, outline: Colour | None = None, width: float = 0.0
+    ) -> None:
         posed = self.pose(points)
         self.draw.polygon(posed, fill=colour, outline=outline, width=self.width(width) if outline else 1)
         if self._label_draw is not None:
@@ -350,8 +351,13 @@ def _majority_labels(labels: Image.Image) -> Image.Image:
     return Image.fromarray((parts - 1 - counts[:, :, ::-1].argmax(axis=2)).astype(np.uint8))
 
 
-def _render(parameters: Mapping[str, float], conditions: ImageConditions, image_size: int, rng: np.random.Generator,
-            with_mask: bool) -> tuple[Image.Image, Image.Image | None]:
+def _render(
+    parameters: Mapping[str, float],
+    conditions: ImageConditions,
+    image_size: int,
+    rng: np.random.Generator,
+    with_mask: bool,
+) -> tuple[Image.Image, Image.Image | None]:
     canvas = _Canvas(image_size, conditions, labels=with_mask)
     _draw_face(canvas, _Face.from_parameters(parameters), conditions)
     pixels = np.asarray(canvas.image.reduce(SUPERSAMPLE))
