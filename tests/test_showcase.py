@@ -15,14 +15,22 @@ import torch
 from PIL import Image
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
-SECTIONS = ("## Seed noise", "## (a) Hand-designed sweep", "## (b) Joint DPN", "## (c) Front and hand-designed",
-            "## (d) Mitigations", "## (e) Transfer", "## Claims")
+SECTIONS = (
+    "## Seed noise",
+    "## (a) Hand-designed sweep",
+    "## (b) Joint DPN",
+    "## (c) Front and hand-designed",
+    "## (d) Mitigations",
+    "## (e) Transfer",
+    "## Claims",
+)
 
 
 def showcase(*args: str, cache_dir: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "FAIRNAS_CACHE_DIR": str(cache_dir), "PYTHONHASHSEED": "0", "WANDB_MODE": "offline"}
-    return subprocess.run([sys.executable, str(BENCH / "showcase.py"), *args], env=env, capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(BENCH / "showcase.py"), *args], env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 def test_quick_pipeline_writes_every_stage_and_claims_that_match_its_tables(tmp_path, cache_dir):
@@ -40,14 +48,18 @@ def test_quick_pipeline_writes_every_stage_and_claims_that_match_its_tables(tmp_
     noise = pd.read_csv(out / "noise.csv")
     assert list(noise["seed"]) == [0, 1] and noise["val/error"].between(0, 1).all()
     search = pd.read_csv(out / "search_efficiency.csv")
-    assert list(search["seed"]) == [0, 1]
+    assert list(search["seed"]) == [0, 1, 2]  # the searches of the tabular benchmark (built under <out>/table)
     assert (search["difference"] == search["smac"] - search["random"]).all()
     trials = pd.read_csv(out / "search_trials.csv")
     assert set(trials["method"]) == {"smac", "random"}
     # every search stops starting trials once 4 epochs are consumed; a started one finishes (at most 2 epochs)
     assert trials.groupby(["method", "seed"])["consumed_budget"].max().le(4 + 2).all()
     wins = int((search["difference"] > 0).sum())
-    assert f"beats random search's in {wins} of 2 seeds" in report
+    assert f"beats random search's in {wins} of 3 seeds" in report
+    table = pd.read_csv(out / "table" / "dpn_showcase.csv")
+    assert table["config_id"].nunique() == 8 and sorted(table["epoch"].unique()) == [1, 2]
+    live = pd.read_csv(out / "live_search.csv")
+    assert list(live["live seed"]) == [1] and live["live SMAC share"].iloc[0] >= 0  # (above 1: live beat the table)
 
     final = pd.read_csv(out / "final.csv")
     assert set(final["kind"]) == {"default", "hand-designed", "searched"}
@@ -71,14 +83,20 @@ def test_quick_pipeline_writes_every_stage_and_claims_that_match_its_tables(tmp_
     assert runs() == trained  # nothing trained again, nothing rewritten
 
 
-@pytest.mark.parametrize(("flags", "message"), [
-    (("--total-budget", "1"), "--total-budget=1 is below one full trial (2 epochs)"),
-    (("--max-budget", "6", "--total-budget", "4"), "--total-budget=4 is below one full trial (6 epochs)"),
-    (("--max-budget", "0"), "--max-budget=0: must be >= 1"),
-    (("--trainer", "tpu"), "Could not find 'trainer/tpu'"),
-    pytest.param(("--trainer", "gpu"), "trainer.accelerator=gpu (trainer=gpu, trainer=ddp) needs a CUDA GPU",
-                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="the error is for machines without a GPU")),
-])
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--total-budget", "1"), "--total-budget=1 is below one full trial (2 epochs)"),
+        (("--max-budget", "6", "--total-budget", "4"), "--total-budget=4 is below one full trial (6 epochs)"),
+        (("--max-budget", "0"), "--max-budget=0: must be >= 1"),
+        (("--trainer", "tpu"), "Could not find 'trainer/tpu'"),
+        pytest.param(
+            ("--trainer", "gpu"),
+            "trainer.accelerator=gpu (trainer=gpu, trainer=ddp) needs a CUDA GPU",
+            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="the error is for machines without a GPU"),
+        ),
+    ],
+)
 def test_bad_flags_stop_with_one_line_before_anything_is_written(flags, message, tmp_path, cache_dir):
     out = tmp_path / "showcase"
     result = showcase("--quick", *flags, "--out", str(out), cache_dir=cache_dir)
@@ -90,10 +108,22 @@ def test_bad_flags_stop_with_one_line_before_anything_is_written(flags, message,
 def test_a_search_without_a_full_budget_trial_stops_with_one_line_and_keeps_its_runs(tmp_path, cache_dir):
     # 3 epochs = one full trial: SMAC spends them on lower fidelities first and finishes none at 3 epochs
     out = tmp_path / "showcase"
-    result = showcase("--quick", "--max-budget", "3", "--total-budget", "3", "--out", str(out), "--logger", "none",
-                      cache_dir=cache_dir)
+    result = showcase(
+        "--quick",
+        "--max-budget",
+        "3",
+        "--total-budget",
+        "3",
+        "--out",
+        str(out),
+        "--logger",
+        "none",
+        cache_dir=cache_dir,
+    )
     assert result.returncode == 2
-    assert ("--total-budget=3: SMAC seed 0 finished no trial at the full budget (3 epochs)"
-            in result.stderr.splitlines()[-1])
+    assert (
+        "--total-budget=3: the live SMAC search finished no trial at the full budget (3 epochs)"
+        in result.stderr.splitlines()[-1]
+    )
     assert not (out / "report.md").exists()
     assert (out / "runs" / "noise").is_dir()
