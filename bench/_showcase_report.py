@@ -364,7 +364,7 @@ def write_report(
     report.table("live_search", live_rows)
     report.table("live_search_trials", live_runs)
     report.figure("search_hypervolume", search_curve_figure(table_runs, total_budget, live_runs, table.max_hypervolume))
-    live_seed = settings["live_seed"]
+    live_seed = settings["scale"]["live_seeds"][0]
     result = SearchResult.load(search_dir / live.name / "smac" / f"seed{live_seed}" / "search")
     report.figure("search_front", pareto_figure(result.trials, result.pareto_front, live.objectives, live.max_budget))
     difference, difference_sem = mean_sem(search["difference"])
@@ -385,12 +385,13 @@ def write_report(
         f"Random search's mean final hypervolume (the goal for the epochs-to-goal columns): "
         f"{search.attrs['goal']:.4f}.",
         "",
-        f"Live search: SMAC on the same space and preset with training seed {live_seed} (the table's runs "
-        "used seed 0), so its trials carry another seed's training noise:",
+        f"Live searches: SMAC on the same space and preset with search and training seeds "
+        f"{', '.join(map(str, settings['scale']['live_seeds']))} (the table's runs used seed 0), so their trials "
+        "carry other seeds' training noise:",
         "",
         markdown(live_rows, 3),
         "",
-        "Its trials and front:",
+        f"The trials and front of seed {live_seed} (re-trained below):",
         "",
         "![front](search_front.png)",
         "",
