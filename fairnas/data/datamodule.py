@@ -6,6 +6,7 @@ import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -17,6 +18,15 @@ from fairnas.data.dataset import DecodedBatches, EpochSeededBatches, EpochSeeded
 from fairnas.data.decoded import decoded_bytes, decoded_images
 from fairnas.data.table import SPLITS, FaceTable, apply_subset_rules
 from fairnas.data.transforms import BatchTransform, TransformSettings, eval_transforms, resize_transform
+
+
+class SubsetRules(TypedDict):
+    """The keyword arguments of :func:`~fairnas.data.table.apply_subset_rules` a data module applies per split."""
+
+    min_images: int
+    balance_identities: bool
+    max_images_per_group: int | None
+    seed: int
 
 
 class FaceDataModule(pl.LightningDataModule):
@@ -73,7 +83,7 @@ class FaceDataModule(pl.LightningDataModule):
         self.transform_settings = TransformSettings(**self.transforms)
         self.in_memory_setting = check_in_memory(in_memory, in_memory_limit_gb)
         self.in_memory_limit_gb, self.decoded_dir = in_memory_limit_gb, decoded_dir
-        self.rules = dict(
+        self.rules = SubsetRules(
             min_images=min_images,
             balance_identities=balance_identities,
             max_images_per_group=max_images_per_group,
@@ -83,6 +93,12 @@ class FaceDataModule(pl.LightningDataModule):
         self.table: FaceTable | None = None
         self.splits: dict[str, pd.DataFrame] = {}
         self._decoded: dict[str, np.ndarray] = {}
+
+    @property
+    def face_table(self) -> FaceTable:
+        """:attr:`table`, read by :meth:`prepare_data` (which :meth:`setup` calls) before anything uses it."""
+        assert self.table is not None, "the table is read by prepare_data() / setup()"
+        return self.table
 
     def prepare_data(self) -> None:
         """Render or index the data set (Lightning calls this once per node before :meth:`setup`)."""
@@ -95,7 +111,8 @@ class FaceDataModule(pl.LightningDataModule):
             return
         self.prepare_data()
         self.splits = {
-            name: apply_subset_rules(self.table.split(name), self.table.attribute, **self.rules) for name in SPLITS
+            name: apply_subset_rules(self.face_table.split(name), self.face_table.attribute, **self.rules)
+            for name in SPLITS
         }
         self.group_order = self._resolve_group_order(self.requested_group_order)
         self._check_splits()
@@ -106,19 +123,19 @@ class FaceDataModule(pl.LightningDataModule):
         )
 
     def _resolve_group_order(self, group_order: Sequence[str] | None) -> list[str]:
-        present = sorted(self.table.frame[self.table.attribute].unique())
+        present = sorted(self.face_table.frame[self.face_table.attribute].unique())
         if group_order is None:
             return present
         order = [str(g) for g in group_order]
         unknown = [g for g in order if g not in present]
         if unknown:
             raise ValueError(
-                f"data.group_order: groups {unknown} not in column '{self.table.attribute}'; present: {present}"
+                f"data.group_order: groups {unknown} not in column '{self.face_table.attribute}'; present: {present}"
             )
         return order
 
     def _check_splits(self) -> None:
-        attribute = self.table.attribute
+        attribute = self.face_table.attribute
         for name, frame in self.splits.items():
             if frame.empty:
                 raise ValueError(f"data: split '{name}' is empty after the subset rules (min_images etc.)")
@@ -136,13 +153,13 @@ class FaceDataModule(pl.LightningDataModule):
     def group_index(self, frame: pd.DataFrame) -> np.ndarray:
         """Group labels as indices into :attr:`group_order` (-1 for groups outside it)."""
         lookup = {g: i for i, g in enumerate(self.group_order)}
-        return frame[self.table.attribute].map(lambda g: lookup.get(g, -1)).to_numpy()
+        return frame[self.face_table.attribute].map(lambda g: lookup.get(g, -1)).to_numpy()
 
     def dataset(self, split: str) -> FaceImageDataset:
         """The images of ``split`` one at a time from their files, with the evaluation transform (normalised)."""
         frame = self.splits[split]
         return FaceImageDataset(
-            self.table.root,
+            self.face_table.root,
             frame["path"].tolist(),
             self.labels(split),
             self.group_index(frame),
@@ -151,14 +168,14 @@ class FaceDataModule(pl.LightningDataModule):
 
     def train_groups(self) -> np.ndarray:
         """The protected group name of every training image, in the order of :attr:`train_labels`."""
-        return self.splits["train"][self.table.attribute].to_numpy().astype(str)
+        return self.splits["train"][self.face_table.attribute].to_numpy().astype(str)
 
     @property
     def in_memory(self) -> bool:
         """Whether the loaders read decoded arrays (resolved from ``in_memory`` once the splits are known)."""
-        if self.in_memory_setting != "auto":
+        if not isinstance(self.in_memory_setting, str):  # True or False; the only string is "auto"
             return self.in_memory_setting
-        size = sum(decoded_bytes(len(frame), self.transform_settings.resize) for frame in self.splits.values())
+        size = sum(decoded_bytes(len(frame), self.transform_settings.resize_side) for frame in self.splits.values())
         return size <= self.in_memory_limit_gb * 2**30
 
     def train_dataloader(self) -> DataLoader:
@@ -205,7 +222,11 @@ class FaceDataModule(pl.LightningDataModule):
                 pin_memory=pin_memory,
             )
         images = FaceImageDataset(
-            self.table.root, frame["path"].tolist(), labels, groups, resize_transform(self.transform_settings.resize)
+            self.face_table.root,
+            frame["path"].tolist(),
+            labels,
+            groups,
+            resize_transform(self.transform_settings.resize_side),
         )
         return DataLoader(
             images,
@@ -221,9 +242,9 @@ class FaceDataModule(pl.LightningDataModule):
         """uint8 [N, 3, resize, resize] of ``split``'s images, decoded once and cached (memory-mapped)."""
         if split not in self._decoded:
             self._decoded[split] = decoded_images(
-                self.table.root,
+                self.face_table.root,
                 self.splits[split]["path"].tolist(),
-                self.transform_settings.resize,
+                self.transform_settings.resize_side,
                 self.decoded_dir,
                 self.num_workers,
             )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -104,11 +105,11 @@ def epoch_order(n: int, seed: int, epoch: int, shuffle: bool = True) -> torch.Te
     return torch.randperm(n, generator=torch.Generator().manual_seed(mix_seed(seed, epoch)))
 
 
-class EpochSeededSampler(Sampler):
-    """Image indices in :func:`epoch_order`; training (``shuffle``) yields ``(index, epoch)`` for the dataset.
+_Key = TypeVar("_Key")
 
-    Lightning calls :meth:`set_epoch` before each training epoch, also after resuming from a checkpoint.
-    """
+
+class _EpochSeeded(Sampler[_Key]):
+    """What both samplers share: ``n`` images ordered by :func:`epoch_order`, and the epoch Lightning sets."""
 
     def __init__(self, n: int, seed: int = 0, shuffle: bool = True):
         self.n, self.seed, self.shuffle, self.epoch = n, seed, shuffle, 0
@@ -119,12 +120,19 @@ class EpochSeededSampler(Sampler):
     def __len__(self) -> int:
         return self.n
 
+
+class EpochSeededSampler(_EpochSeeded[int | tuple[int, int]]):
+    """Image indices in :func:`epoch_order`; training (``shuffle``) yields ``(index, epoch)`` for the dataset.
+
+    Lightning calls :meth:`set_epoch` before each training epoch, also after resuming from a checkpoint.
+    """
+
     def __iter__(self) -> Iterator[int | tuple[int, int]]:
         order = epoch_order(self.n, self.seed, self.epoch, self.shuffle).tolist()
         return ((index, self.epoch) for index in order) if self.shuffle else iter(order)
 
 
-class EpochSeededBatches(EpochSeededSampler):
+class EpochSeededBatches(_EpochSeeded[tuple[np.ndarray, int | None]]):
     """Keys ``(indices, epoch)`` of :class:`DecodedBatches`: :func:`epoch_order` cut into batches of ``batch_size``
     (the last, shorter one dropped when ``drop_last``), as a DataLoader batches :class:`EpochSeededSampler`'s
     indices; ``epoch`` is None for evaluation (``shuffle=False``)."""

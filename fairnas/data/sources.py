@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from fairnas.data.datamodule import FaceDataModule
 from fairnas.data.synthetic import SyntheticFaceSpec, render_synthetic_faces
@@ -20,7 +21,7 @@ def face_data_module(table: Callable[[], FaceTable], *, root: str | Path | None 
     return FaceDataModule(table, **options)
 
 
-def synthetic_faces(root: str | Path, **spec: object) -> FaceTable:
+def synthetic_faces(root: str | Path, **spec: Any) -> FaceTable:
     """Render (once, cached under ``root``, which is ``data.root``) the synthetic faces described by ``spec`` (the
     fields of :class:`~fairnas.data.synthetic.SyntheticFaceSpec`) and read them in the generic format."""
     try:

@@ -35,12 +35,19 @@ class TransformSettings:
     mean: Sequence[float] = (0.5, 0.5, 0.5)
     std: Sequence[float] = (0.5, 0.5, 0.5)
 
+    @property
+    def resize_side(self) -> int:
+        """``resize`` as ``__post_init__`` resolved it: an int, never None once the settings exist."""
+        assert self.resize is not None
+        return self.resize
+
     def __post_init__(self) -> None:
         if not 16 <= self.image_size <= 1024:
             raise ValueError(f"data.transforms.image_size={self.image_size} must be in [16, 1024]")
-        object.__setattr__(self, "resize", self.resize or self.image_size)
-        if self.resize < self.image_size:
-            raise ValueError(f"data.transforms.resize={self.resize} must be >= image_size={self.image_size}")
+        resize = self.resize or self.image_size
+        object.__setattr__(self, "resize", resize)
+        if resize < self.image_size:
+            raise ValueError(f"data.transforms.resize={resize} must be >= image_size={self.image_size}")
         if not 0.0 <= self.hflip <= 1.0:
             raise ValueError(f"data.transforms.hflip={self.hflip} must be a probability in [0, 1]")
         object.__setattr__(self, "mean", [float(value) for value in self.mean])
@@ -58,7 +65,7 @@ def eval_transforms(**transforms) -> v2.Compose:
     settings = TransformSettings(**transforms)
     return v2.Compose(
         [
-            resize_transform(settings.resize),
+            resize_transform(settings.resize_side),
             v2.CenterCrop(settings.image_size),
             v2.ToDtype(torch.float32, scale=True),
             v2.Normalize(settings.mean, settings.std),
@@ -83,7 +90,7 @@ class BatchTransform:
         if epoch not in self._draws:
             settings, n = self.settings, self.n_images
             generator = torch.Generator().manual_seed(mix_seed(self.seed, epoch, AUGMENTATION_STREAM))
-            margin = settings.resize - settings.image_size
+            margin = settings.resize_side - settings.image_size
             if settings.random_crop:
                 top, left = torch.randint(0, margin + 1, (2, n), generator=generator)
             else:

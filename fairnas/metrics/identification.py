@@ -140,6 +140,7 @@ def probe_ranks(
         if normalize:
             closeness = torch.mm(gallery, embeddings[block].T)
         else:
+            assert negative_squared_norms is not None  # computed above when not normalize
             closeness = torch.addmm(negative_squared_norms, gallery, embeddings[block].T, alpha=2.0)
         if row_of_image is not None:
             closeness = closeness[row_of_image]

@@ -150,12 +150,15 @@ class SearchableDPN(nn.Module):
         """
         if not 1 <= last <= len(self.stage_ends):
             raise ValueError(f"last={last} must be in [1, {len(self.stage_ends)}] (the number of stages)")
-        outputs = []
+        outputs: list[torch.Tensor] = []
+        out: torch.Tensor | DualPath = x
         for name, layer in self.features.named_children():
-            x = layer(x)
+            out = layer(out)
             if name in self.stage_ends:
-                outputs.append(torch.cat(x, dim=1))
-        outputs[-1] = x
+                assert isinstance(out, tuple)  # a dual path block's (residual, dense) pair
+                outputs.append(torch.cat(out, dim=1))
+        assert isinstance(out, torch.Tensor)  # the final BN -> ELU's map
+        outputs[-1] = out
         return outputs[-last:]
 
 

@@ -41,10 +41,15 @@ class OperationSpec:
     norm: Norm
 
 
+_NORM_VARIANTS: tuple[tuple[str, str, Norm], ...] = (
+    ("BnConv", "", "pre"),
+    ("Conv", "Bn", "post"),
+    ("Conv", "", "none"),
+)
+"""(name prefix, name suffix, norm placement) of the three variants of every kernel size."""
+
 OPERATIONS: tuple[OperationSpec, ...] = tuple(
-    OperationSpec(f"{prefix}{k}x{k}{suffix}", k, norm)
-    for k in (1, 3, 5)
-    for prefix, suffix, norm in (("BnConv", "", "pre"), ("Conv", "Bn", "post"), ("Conv", "", "none"))
+    OperationSpec(f"{prefix}{k}x{k}{suffix}", k, norm) for k in (1, 3, 5) for prefix, suffix, norm in _NORM_VARIANTS
 )
 """Table 4.3 in index order: OPERATIONS[i] is operation i."""
 
@@ -91,10 +96,13 @@ def parse_ops(ops: object) -> tuple[int, int, int]:
         raise ValueError(f"backbone.ops={ops!r} must be a list of three ints 0-8 or a string such as '301'")
     if len(codes) != NUM_SLOTS:
         raise ValueError(f"backbone.ops={ops!r} must name exactly {NUM_SLOTS} operations, got {len(codes)}")
+    indices: list[int] = []
     for slot, code in enumerate(codes):
         if isinstance(code, bool) or not isinstance(code, Integral) or not 0 <= int(code) < len(OPERATIONS):
             raise ValueError(f"backbone.ops[{slot}]={code!r} is not an operation index; {_ALLOWED}")
-    return tuple(int(code) for code in codes)  # type: ignore[return-value]
+        indices.append(int(code))
+    first, second, third = indices  # NUM_SLOTS of them
+    return first, second, third
 
 
 def ops_name(ops: object) -> str:

@@ -1,6 +1,7 @@
 """Any timm model as a face backbone: pooled features, no classifier."""
 
 import difflib
+from typing import Any, cast
 
 import timm
 import torch
@@ -17,7 +18,7 @@ class TimmBackbone(nn.Module):
     (e.g. ``drop_rate``, ``drop_path_rate``, ``global_pool``).
     """
 
-    def __init__(self, name: str, pretrained: bool = False, in_chans: int = 3, **timm_kwargs: object) -> None:
+    def __init__(self, name: str, pretrained: bool = False, in_chans: int = 3, **timm_kwargs: Any) -> None:
         super().__init__()
         if not timm.is_model(name):
             close = difflib.get_close_matches(name, timm.list_models(), n=3)
@@ -25,8 +26,9 @@ class TimmBackbone(nn.Module):
             raise ValueError(f"backbone.name={name!r} is not a timm model; see timm.list_models(){hint}")
         self.model = timm.create_model(name, pretrained=pretrained, num_classes=0, in_chans=in_chans, **timm_kwargs)
         # Models with a pre-logits head (MobileNetV3, LCNet, GhostNet) return head_hidden_size features, not the
-        # trunk's num_features.
-        self.num_features: int = getattr(self.model, "head_hidden_size", None) or self.model.num_features
+        # trunk's num_features. Both are plain int attributes of timm models (torch types nn.Module attributes it
+        # does not know as Tensor | Module).
+        self.num_features = cast(int, getattr(self.model, "head_hidden_size", None) or self.model.num_features)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.model(x)

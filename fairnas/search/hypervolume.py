@@ -10,8 +10,11 @@ from pymoo.indicators.hv import HV
 
 from fairnas.search.pareto import final_trials, non_dominated_mask
 
+ReferencePoint = Sequence[float] | np.ndarray
+"""A reference point: one value per objective, as a sequence or a 1-d array."""
 
-def hypervolume(points: np.ndarray, reference_point: Sequence[float]) -> float:
+
+def hypervolume(points: np.ndarray, reference_point: ReferencePoint) -> float:
     """Volume dominated by ``points`` (n x m, minimised) and bounded by ``reference_point``.
 
     Points that do not dominate the reference point contribute nothing; no points give 0.
@@ -35,7 +38,7 @@ def default_reference_point(points: np.ndarray, margin: float = 0.1) -> np.ndarr
 
 
 def hypervolume_curve(
-    trials: pd.DataFrame, objectives: Sequence[str], max_budget: float, reference_point: Sequence[float]
+    trials: pd.DataFrame, objectives: Sequence[str], max_budget: float, reference_point: ReferencePoint
 ) -> pd.DataFrame:
     """Hypervolume of the max-budget front after each finished trial (in trials' row order).
 

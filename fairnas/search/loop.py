@@ -185,6 +185,7 @@ class _SearchLoop:
         proposals = self._running.pop(key)
         if error is not None:  # the worker itself failed (e.g. killed); evaluate_trial never raises
             outcome = crashed_outcome(self._store.objectives, self._settings.crash_costs, error, wall_time_s=math.nan)
+        assert outcome is not None  # a pool gives (token, result, None) or (token, None, error)
         record = TrialRecord(trial_id, proposals[0].config, proposals[0].budget, self._settings.seed, outcome)
         self._store.append(record)  # durable before anything else
         self._finished[key] = record

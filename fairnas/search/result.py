@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from fairnas.io import atomic_path, write_csv_atomic
-from fairnas.search.hypervolume import default_reference_point, hypervolume, hypervolume_curve
+from fairnas.search.hypervolume import ReferencePoint, default_reference_point, hypervolume, hypervolume_curve
 from fairnas.search.pareto import final_trials, pareto_front
 from fairnas.search.plots import pareto_figure
 
@@ -47,12 +47,12 @@ class SearchResult:
         trials["error_message"] = trials["error_message"].fillna("")
         return cls.from_trials(trials, settings["objectives"], settings["max_budget"], output_dir)
 
-    def hypervolume(self, reference_point: Sequence[float]) -> float:
+    def hypervolume(self, reference_point: ReferencePoint) -> float:
         """Hypervolume of the Pareto front with respect to ``reference_point`` (all minimised)."""
         self._check_reference(reference_point)
         return hypervolume(self.pareto_front[list(self.objectives)].to_numpy(dtype=float), reference_point)
 
-    def hypervolume_curve(self, reference_point: Sequence[float]) -> pd.DataFrame:
+    def hypervolume_curve(self, reference_point: ReferencePoint) -> pd.DataFrame:
         """Hypervolume of the front after each finished trial against consumed budget."""
         self._check_reference(reference_point)
         return hypervolume_curve(self.trials, self.objectives, self.max_budget, reference_point)
@@ -64,7 +64,7 @@ class SearchResult:
             return None
         return default_reference_point(final[list(self.objectives)].to_numpy(dtype=float))
 
-    def _check_reference(self, reference_point: Sequence[float]) -> None:
+    def _check_reference(self, reference_point: ReferencePoint) -> None:
         if len(reference_point) != len(self.objectives):
             raise ValueError(
                 f"reference_point has {len(reference_point)} values; objectives are {list(self.objectives)}"

@@ -199,6 +199,7 @@ def _build_conditions(specs: Any, configspace: ConfigurationSpace) -> list:
             if spec[role] not in configspace:
                 raise ValueError(f"{where}: {role} '{spec[role]}' is not a hyperparameter of the space")
         child, parent = configspace[spec["child"]], configspace[spec["parent"]]
+        condition: EqualsCondition | InCondition
         if "equals" in spec:
             condition = EqualsCondition(child, parent, spec["equals"])
         else:

@@ -20,6 +20,7 @@ from smac.intensifier.hyperband import Hyperband
 from smac.intensifier.successive_halving import SuccessiveHalving
 from smac.main.exceptions import ConfigurationSpaceExhaustedException
 from smac.model.random_forest import RandomForest
+from smac.multi_objective.abstract_multi_objective_algorithm import AbstractMultiObjectiveAlgorithm
 from smac.multi_objective.aggregation_strategy import MeanAggregationStrategy
 from smac.multi_objective.parego import ParEGO
 from smac.runhistory.dataclasses import TrialInfo, TrialValue
@@ -68,7 +69,7 @@ class RandomStrategy:
         self._space.seed(seed)
         self._budget = float(budget)
 
-    def ask(self) -> Proposal | None:
+    def ask(self) -> Proposal:
         return Proposal(native_config(self._space.sample_configuration()), self._budget)
 
     def tell(self, proposal: Proposal, outcome: TrialOutcome) -> None:
@@ -88,7 +89,11 @@ class SmacStrategy:
     def __init__(self, configspace: ConfigurationSpace, settings: SearchSettings, *, output_directory: Path):
         self._objectives = settings.objectives
         # SMAC sizes its initial design from the expected number of trials.
-        n_trials_hint = settings.n_trials or max(1, int(settings.total_budget // settings.min_budget))
+        if settings.n_trials is not None:
+            n_trials_hint = settings.n_trials
+        else:
+            assert settings.total_budget is not None  # SearchSettings requires n_trials or total_budget
+            n_trials_hint = max(1, int(settings.total_budget // settings.min_budget))
         scenario = Scenario(
             copy.deepcopy(configspace),
             name="smac",
@@ -102,6 +107,7 @@ class SmacStrategy:
             seed=settings.seed,
         )
         intensifier = SCHEDULERS[settings.scheduler](scenario, eta=settings.eta, incumbent_selection="highest_budget")
+        aggregation: AbstractMultiObjectiveAlgorithm | None
         if len(settings.objectives) == 1:
             aggregation = None
         elif settings.multi_objective == "parego":
@@ -131,6 +137,7 @@ class SmacStrategy:
                 info = self._smac.ask()
         except ConfigurationSpaceExhaustedException:
             return None
+        assert info.budget is not None  # the multi-fidelity intensifiers give every trial a budget
         return Proposal(native_config(info.config), float(info.budget), info)
 
     def tell(self, proposal: Proposal, outcome: TrialOutcome) -> None:

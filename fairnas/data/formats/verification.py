@@ -262,6 +262,7 @@ def _decodable_format(data: bytes) -> str | None:
     try:
         with Image.open(io.BytesIO(data)) as image:
             image.load()
+            assert image.format is not None  # set by the plugin that opened the file
             return image.format.lower()
     except (OSError, SyntaxError, ValueError):
         return None

@@ -42,6 +42,7 @@ import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -58,7 +59,7 @@ MUTATIONS = SYNTHETIC_MUTATIONS + IMAGE_MUTATIONS
 ACCESSORIES = ("glasses", "hat")
 ID, OOD = "ID", "OOD"
 MAX_YAW_DEG = 75.0
-DEFAULT_SETTINGS: dict[str, object] = {
+DEFAULT_SETTINGS: dict[str, Any] = {  # margins are numbers, image-space magnitudes pairs
     "yaw_margin_deg": 15.0,  # OOD yaw: this far beyond the training range
     "roll_margin_deg": 15.0,
     "scale_margin": 0.2,  # OOD scale: training min * (1 - m) or max * (1 + m)
@@ -128,7 +129,7 @@ class SyntheticSource:
         """The nuisances image ``path`` was rendered with (all of them, also those metadata.csv rounds or omits)."""
         return self._replay(path)[1]
 
-    def render(self, path: str, **overrides: object) -> Image.Image:
+    def render(self, path: str, **overrides: Any) -> Image.Image:
         """Image ``path`` re-rendered with the :class:`ImageConditions` fields in ``overrides`` replaced (none:
         the file on disk, pixel for pixel). The noise draw is unchanged, so only the named nuisances differ."""
         if "occluder" in overrides:
@@ -209,7 +210,7 @@ class Mutation:
         return f"{self.name}={self.value:+.1f}{unit}" if unit else f"{self.name}={self.value:.2f}"
 
 
-def settings_from(config: Mapping) -> dict[str, object]:
+def settings_from(config: Mapping) -> dict[str, Any]:
     """:data:`DEFAULT_SETTINGS` with the keys of ``config`` that name them, checked."""
     settings = dict(DEFAULT_SETTINGS)
     for key in DEFAULT_SETTINGS:
@@ -245,7 +246,7 @@ class MutationPlanner:
     """Draws, per image and mutation, one ID and one OOD value (fewer when no such value differs from the
     image's own), labelled from the training ranges (synthetic nuisances) or the configured magnitudes."""
 
-    def __init__(self, ranges: TrainingRanges, settings: Mapping[str, object]):
+    def __init__(self, ranges: TrainingRanges, settings: Mapping[str, Any]):
         self.ranges, self.settings = ranges, dict(settings)
 
     def draw(self, name: str, row: Mapping, rng: np.random.Generator) -> list[Mutation]:

@@ -18,7 +18,7 @@ Photometrics (illumination, contrast, noise) do not touch the labels.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -74,8 +74,14 @@ class ImageConditions:
         }
 
 
+def _colour(values: Iterable[float]) -> Colour:
+    """The three ``values`` as an RGB colour (each truncated to an int)."""
+    red, green, blue = (int(v) for v in values)
+    return red, green, blue
+
+
 def _random_colour(rng: np.random.Generator, low: float, high: float) -> Colour:
-    return tuple(int(v) for v in rng.uniform(low, high, size=3))
+    return _colour(rng.uniform(low, high, size=3))
 
 
 def sample_conditions(spec: SyntheticFaceSpec, group: int, rng: np.random.Generator) -> ImageConditions:
@@ -94,7 +100,7 @@ def sample_conditions(spec: SyntheticFaceSpec, group: int, rng: np.random.Genera
         contrast=1.0 - DIFFICULTY_CONTRAST_LOSS * hard,
         noise=rng.uniform(*spec.noise_range) * (1.0 + DIFFICULTY_NOISE_GAIN * hard),
         occluder=occluder,
-        background=tuple(int(np.clip(grey + t, 0, 255)) for t in rng.uniform(-25, 25, size=3)),
+        background=_colour(np.clip(grey + t, 0, 255) for t in rng.uniform(-25, 25, size=3)),
         clothing=_random_colour(rng, 20, 230),
         occluder_colour=_random_colour(rng, 0, 70) if occluder == "glasses" else _random_colour(rng, 30, 240),
     )
@@ -108,7 +114,7 @@ def _palette(colours: np.ndarray, position: float) -> np.ndarray:
 
 
 def _rgb(colour: np.ndarray) -> Colour:
-    return tuple(int(v) for v in np.clip(np.round(colour), 0, 255))
+    return _colour(np.clip(np.round(colour), 0, 255))
 
 
 def _ellipse(cx: float, cy: float, rx: float, ry: float, z: float, n: int = 28) -> np.ndarray:
@@ -132,7 +138,7 @@ class _Canvas:
         self.image = Image.new("RGB", (self.side, self.side), conditions.background)
         self.draw = ImageDraw.Draw(self.image)
         self.labels = Image.new("L", (self.side, self.side), 0) if labels else None
-        self._label_draw = ImageDraw.Draw(self.labels) if labels else None
+        self._label_draw = ImageDraw.Draw(self.labels) if self.labels is not None else None
         yaw, roll = np.radians(conditions.yaw), np.radians(conditions.roll)
         self._cos_yaw, self._sin_yaw = np.cos(yaw), np.sin(yaw)
         rotation = np.array([[np.cos(roll), -np.sin(roll)], [np.sin(roll), np.cos(roll)]])
@@ -362,7 +368,7 @@ def _render(
     _draw_face(canvas, _Face.from_parameters(parameters), conditions)
     pixels = np.asarray(canvas.image.reduce(SUPERSAMPLE))
     image = Image.fromarray(_apply_photometrics(pixels, conditions, rng))
-    return image, _majority_labels(canvas.labels) if with_mask else None
+    return image, _majority_labels(canvas.labels) if canvas.labels is not None else None  # labels iff with_mask
 
 
 def render_face(
@@ -378,4 +384,5 @@ def render_face_with_mask(
     """:func:`render_face`'s image (the same bytes) and its part mask: an ``image_size`` x ``image_size`` mode-L
     label map whose pixel value is the index in MASK_PARTS of the part covering most of the pixel."""
     image, mask = _render(parameters, conditions, image_size, rng, with_mask=True)
+    assert mask is not None  # with_mask=True
     return image, mask
