@@ -1,7 +1,4 @@
-"""Audit a trained run.
-
-``python audit.py ckpt=<run>/checkpoints/last.ckpt [audits=[corruptions,ood,...]] [overrides]``
-"""
+"""Audit a trained run: ``python audit.py ckpt=<run>/checkpoints/last.ckpt [audits=[ood,...]] [overrides]``."""
 
 from fairnas.tasks.audit import main
 
