@@ -55,3 +55,28 @@ def trained_run(tmp_path_factory, cache_dir):
     run = tmp_path_factory.mktemp("trained") / "run"
     train(compose_config("train", [*TINY_DATA, f"paths.cache_dir={cache_dir}", "logger=none"], output_dir=run))
     return run
+
+
+@pytest.fixture(scope="session")
+def tabular(tmp_path_factory):
+    """``bench/tabular.py`` and a tiny table built with it (6 configurations x 2 epochs, the space of
+    ``tests/test_bench_tabular.py``), built once for every bench test."""
+    import importlib
+    import sys
+
+    from tests.test_bench_tabular import BENCH, SPACE, TINY
+
+    sys.path.insert(0, str(BENCH))
+    module = importlib.import_module("tabular")
+    folder = tmp_path_factory.mktemp("table")
+    (folder / "space.yaml").write_text(SPACE)
+    cache = tmp_path_factory.mktemp("cache")
+    module.build(
+        "tiny",
+        [*TINY, f"paths.cache_dir={cache}"],
+        folder / "runs",
+        tables=folder,
+        space_file=folder / "space.yaml",
+        max_budget=2,
+    )
+    return module, folder

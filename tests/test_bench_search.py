@@ -8,8 +8,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.test_bench_tabular import SPACE, TINY
-
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
@@ -195,25 +193,10 @@ def test_the_main_writes_the_table_csv_and_figure(bench, tmp_path, capsys):
     assert (tmp_path / "figure.png").stat().st_size > 0
 
 
-@pytest.fixture(scope="module")
-def tiny_table(tmp_path_factory):
-    """A tiny table (6 configurations x 2 epochs) built as tests/test_bench_tabular.py builds one."""
-    import sys
-
-    sys.path.insert(0, str(BENCH))
-    tabular = importlib.import_module("tabular")
-    folder = tmp_path_factory.mktemp("table")
-    (folder / "space.yaml").write_text(SPACE)
-    cache = tmp_path_factory.mktemp("cache")
-    tabular.build(
-        "tiny",
-        [*TINY, f"paths.cache_dir={cache}"],
-        folder / "runs",
-        tables=folder,
-        space_file=folder / "space.yaml",
-        max_budget=2,
-    )
-    return folder
+@pytest.fixture
+def tiny_table(tabular):
+    """The folder of the shared tiny table (``tabular`` in tests/conftest.py)."""
+    return tabular[1]
 
 
 def test_every_method_searches_the_table(bench, tiny_table, tmp_path):

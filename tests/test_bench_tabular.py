@@ -34,27 +34,6 @@ conditions:
 """
 
 
-@pytest.fixture(scope="module")
-def tabular(tmp_path_factory):
-    """The bench module and a tiny table built with it (6 configurations x 2 epochs)."""
-    import sys
-
-    sys.path.insert(0, str(BENCH))
-    module = importlib.import_module("tabular")
-    folder = tmp_path_factory.mktemp("table")
-    (folder / "space.yaml").write_text(SPACE)
-    cache = tmp_path_factory.mktemp("cache")
-    module.build(
-        "tiny",
-        [*TINY, f"paths.cache_dir={cache}"],
-        folder / "runs",
-        tables=folder,
-        space_file=folder / "space.yaml",
-        max_budget=2,
-    )
-    return module, folder
-
-
 def test_the_grid_holds_every_configuration_once_with_its_conditions(tabular):
     module, folder = tabular
     configs = list(module.grid(module.load_space(folder / "space.yaml")))
