@@ -9,6 +9,7 @@ method of the benchmark is stopped by one rule on *consumed* compute.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ import pandas as pd
 
 from fairnas.search import config_id
 from fairnas.search.trial import Target
-from fairnas.tasks.search_target import epochs_saved
+from fairnas.tasks.search_target import TRIAL_FILE, trial_dir
 
 CostMeter = Callable[[dict[str, Any], int, float], float]
 """``meter(config, seed, budget)``, called right after the target ran: the epochs that call trained."""
@@ -68,6 +69,13 @@ class MeteredTarget:
         finally:
             self.charges.append(Charge(config_id(config), float(budget), float(self._meter(config, seed, budget))))
 
+    def replay(self, trials: pd.DataFrame) -> None:
+        """Charge the calls an interrupted invocation recorded (``trials`` in call order), before a resumed search
+        makes more: the meter then sees them as if it had made them, and ``consumed`` counts them."""
+        for config, seed, budget in zip(trials["config"], trials["seed"], trials["budget"], strict=True):
+            config = json.loads(config)
+            self.charges.append(Charge(config_id(config), float(budget), float(self._meter(config, int(seed), budget))))
+
     def costs_of(self, trials: pd.DataFrame) -> np.ndarray:
         """The charge of each row of ``trials`` (one row per call, in call order, as trials.csv keeps them)."""
         calls = [(charge.config_id, round(charge.budget, 9)) for charge in self.charges]
@@ -96,13 +104,20 @@ class RetrainingCost:
 
 
 class EpochsTrained:
-    """Epochs trained by the last call, read from the trial records of a ``TrainingTarget`` (``epochs_saved``)."""
+    """Epochs a call of a ``TrainingTarget`` trained, read from its run's ``trial.json`` (``epochs_run``).
+
+    Each run is charged once: a later call that reads a finished run back costs nothing, and so does a call that
+    crashed before its run finished. Reading the record rather than counting epochs on disk keeps the charges right
+    when a search resumes, since the runs of the interrupted invocation are already there.
+    """
 
     def __init__(self, trials_dir: str | Path):
         self.trials_dir = Path(trials_dir)
-        self._counted = 0
+        self._charged: set[Path] = set()
 
     def __call__(self, config: dict[str, Any], seed: int, budget: float) -> float:
-        trained, _ = epochs_saved(self.trials_dir)
-        cost, self._counted = trained - self._counted, trained
-        return float(cost)
+        record = trial_dir(self.trials_dir, config, seed, budget) / TRIAL_FILE
+        if record in self._charged or not record.is_file():
+            return 0.0
+        self._charged.add(record)
+        return float(json.loads(record.read_text())["epochs_run"])

@@ -77,6 +77,7 @@ from tabular import TableTarget, front_hypervolume, load_table
 from fairnas.io import write_csv_atomic, write_text_atomic
 from fairnas.search import SearchResult, SearchSettings, SearchSpace, load_space, run_search
 from fairnas.search.hypervolume import hypervolume_curve
+from fairnas.search.result import TRIALS_FILE
 from fairnas.search.trial import Target
 from fairnas.tasks.search_target import TrainingTarget
 
@@ -238,13 +239,16 @@ def run_method(
     """One search until ``total_budget`` epochs are consumed; its trials in finishing order with their ``cost``.
     ``settings`` override the problem's ``SearchSettings`` (e.g. ``eta``; ``bench/smac_defaults.py``).
 
-    The result is kept in ``run_dir/consumed.csv``; a run that finished before is read back from it, not re-run.
+    The result is kept in ``run_dir/consumed.csv``; a run that finished before is read back from it, not re-run,
+    and an interrupted one resumes (its recorded trials count towards ``total_budget``).
     """
     finished = run_dir / "consumed.csv"
     if finished.is_file():
         return pd.read_csv(finished)
     target, meter = problem.make_target(run_dir, method != "smac_scratch")
     metered = MeteredTarget(target, meter, limit=total_budget)
+    if (run_dir / "search" / TRIALS_FILE).is_file():  # an interrupted run resumes: its trials are charged first
+        metered.replay(pd.read_csv(run_dir / "search" / TRIALS_FILE))
     values = {
         "objectives": problem.objectives,
         "min_budget": problem.min_budget,

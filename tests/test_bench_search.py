@@ -1,7 +1,9 @@
 """bench/search_efficiency.py: compute metering, equal-consumed-budget runs of every method, the summary and the
 figure, on the analytic and BoTorch problems."""
 
+import dataclasses
 import importlib
+import json
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +45,50 @@ def test_metered_target_stops_starting_calls_at_the_consumed_limit(meter):
     assert metered.costs_of(trials).tolist() == [4.0, 4.0]
     with pytest.raises(RuntimeError, match="do not match"):
         metered.costs_of(trials.iloc[::-1])
+
+
+def test_epochs_trained_charges_each_finished_run_once_from_its_record(meter, tmp_path):
+    from fairnas.tasks.search_target import TRIAL_FILE, trial_dir
+
+    config = {"op0": 3}
+    for budget, epochs_run in ((2, 2), (4, 2)):  # the 4-epoch run continued the 2-epoch one
+        record = trial_dir(tmp_path, config, 1, budget) / TRIAL_FILE
+        record.parent.mkdir(parents=True)
+        record.write_text(json.dumps({"epochs_run": epochs_run}))
+    trained = meter.EpochsTrained(tmp_path)
+    assert [trained(config, 1, 2), trained(config, 1, 4), trained(config, 1, 4)] == [2, 2, 0]  # read back: free
+    assert trained(config, 1, 1) == 0 and trained(config, 0, 2) == 0  # crashed / never trained: no record
+
+
+def test_an_interrupted_benchmark_run_resumes_with_its_trials_charged(bench, tmp_path):
+    problem = bench.analytic_problem()
+    whole = bench.run_method(problem, "smac", seed=0, total_budget=24, run_dir=tmp_path / "whole")
+
+    class Killed(BaseException):  # like SIGKILL: nothing of the search handles it
+        pass
+
+    calls = []
+
+    def dying_target(run_dir, continuing):
+        target, cost = problem.make_target(run_dir, continuing)
+
+        def call(config, seed, budget):
+            if len(calls) == 5:
+                raise Killed
+            calls.append(budget)
+            return target(config, seed, budget)
+
+        return call, cost
+
+    with pytest.raises(Killed):
+        bench.run_method(
+            dataclasses.replace(problem, make_target=dying_target), "smac", seed=0, total_budget=24, run_dir=tmp_path
+        )
+    resumed = bench.run_method(problem, "smac", seed=0, total_budget=24, run_dir=tmp_path)
+    assert resumed["config_id"].iloc[:5].tolist() == whole["config_id"].iloc[:5].tolist()
+    assert resumed["cost"].iloc[:5].tolist() == whole["cost"].iloc[:5].tolist()  # the first invocation's charges
+    consumed = resumed["cost"].cumsum().to_numpy()
+    assert consumed[-2] < 24 <= consumed[-1] < 24 + problem.max_budget  # one limit over both invocations
 
 
 @pytest.mark.parametrize("methods", [("smac", "smac_scratch", "random"), ("random", "moasha", "nsga2")])

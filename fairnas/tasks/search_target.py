@@ -61,8 +61,8 @@ class TrainingTarget:
         the test split's when ``test`` (or the objectives' split is ``test``)."""
         n_epochs = epochs(budget)
         test = test or self.split == "test"
-        seed_dir = self.trials_dir / config_id(config) / f"seed{seed}"
-        run_dir = seed_dir / f"epochs{n_epochs}"
+        run_dir = trial_dir(self.trials_dir, config, seed, budget)
+        seed_dir = run_dir.parent
         if (run_dir / TRIAL_FILE).is_file():  # finished before (e.g. by an interrupted search or final evaluation)
             metrics = json.loads((run_dir / "metrics.json").read_text())
             if metrics.get("test") is not None or not test:
@@ -104,6 +104,11 @@ class TrainingTarget:
             if done < n_epochs and checkpoint.is_file() and (run_dir / "metrics.json").is_file():
                 finished.append((done, checkpoint))
         return max(finished, default=None)
+
+
+def trial_dir(trials_dir: str | Path, config: dict[str, Any], seed: int, budget: float) -> Path:
+    """Where ``TrainingTarget`` trains ``config`` with ``seed`` to ``budget``: ``<config id>/seed<s>/epochs<b>``."""
+    return Path(trials_dir) / config_id(config) / f"seed{seed}" / f"epochs{epochs(budget)}"
 
 
 def epochs(budget: float) -> int:
