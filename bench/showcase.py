@@ -66,10 +66,10 @@ TRANSFER_OVERRIDES = (  # another seed, the bias reversed: g0 is the 30% trainin
     "data.table.train_group_share=[0.3,0.7]",
     "data.table.hard_group=0",
 )
-ADVERM_OVERRIDES = (
-    "regularizer=robustness_bias",
-    "eval.robustness.max_probes=128",
-    "eval.robustness.estimator.steps=20",
+ROBUSTNESS_PROBES = ("eval.robustness.max_probes=128", "eval.robustness.estimator.steps=20")  # DeepFool's budget
+ADVERM_ARMS = (  # (candidate, overrides before the candidate's): plain training is only evaluated for robustness bias
+    (Candidate("plain", "default", ("eval.robustness_bias=true",)), ROBUSTNESS_PROBES),
+    (Candidate("AdvERM", "default", ("regularizer=robustness_bias", *ROBUSTNESS_PROBES)), ()),
 )
 
 
@@ -357,17 +357,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     compared = [DEFAULT_MODEL, by_name[best["searched"]], by_name[best["hand-designed"]]]
     mitigations = run_mitigations(compared, scale, overrides, out)
     adverm = pd.concat(
-        [
-            train_seeds(
-                Candidate("plain", "default", ("eval.robustness_bias=true",)),
-                range(scale.adverm_seeds),
-                [*overrides, *ADVERM_OVERRIDES[1:]],
-                runs / "adverm",
-            ),
-            train_seeds(
-                Candidate("AdvERM", "default", ADVERM_OVERRIDES), range(scale.adverm_seeds), overrides, runs / "adverm"
-            ),
-        ]
+        train_seeds(arm, range(scale.adverm_seeds), [*overrides, *before], runs / "adverm")
+        for arm, before in ADVERM_ARMS
     )
     done("mitigations")
 

@@ -1,5 +1,11 @@
-"""Small modules the tests plug into the real training code."""
+"""Small modules the tests plug into the real training code, and the headless browser the page tests use."""
 
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
 import pytorch_lightning as pl
 import torch
 from torch import nn
@@ -62,3 +68,40 @@ class RecordTrainingLabels(pl.Callback):
     def on_train_end(self, trainer, pl_module):
         with open(self.path, "w") as file:
             file.write("epoch,index,label\n" + "".join(f"{e},{i},{label}\n" for e, i, label in self.rows))
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="headless Chromium is not installed (Debian package chromium)"
+)
+
+
+def chromium(folder: Path, *arguments: str) -> subprocess.CompletedProcess:
+    """Headless Chromium with ``arguments``, offline, its profile under ``folder``, a 1000x1400 window."""
+    return subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={folder / 'profile'}",
+            "--window-size=1000,1400",
+            *arguments,
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+
+
+def screenshot(url: str, folder: Path) -> np.ndarray:
+    """The page at ``url`` as Chromium draws it: an RGB integer array."""
+    from PIL import Image
+
+    shot = folder / "shot.png"
+    chromium(folder, f"--screenshot={shot}", url)
+    return np.asarray(Image.open(shot).convert("RGB")).astype(int)

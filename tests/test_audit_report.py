@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-
 import numpy as np
 import pandas as pd
-import pytest
 from matplotlib.figure import Figure
-from PIL import Image
 
 from fairnas.audits.html_report import MAX_TABLE_ROWS, Section, write_report
+from tests.helpers import needs_chromium, screenshot
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 BAR_BLUE = np.array([0x1F, 0x77, 0xB4])  # matplotlib's first colour (C0)
 
 
@@ -50,38 +45,14 @@ def test_report_embeds_figures_and_escapes_text(tmp_path):
     assert "http" not in page.lower().replace("http-equiv", "")  # nothing is fetched from elsewhere
 
 
-def _screenshot(page, folder) -> np.ndarray:
-    shot = folder / "shot.png"
-    subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            f"--user-data-dir={folder / 'profile'}",
-            "--window-size=1000,1400",
-            f"--screenshot={shot}",
-            page.as_uri(),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    return np.asarray(Image.open(shot).convert("RGB")).astype(int)
-
-
-@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (Debian package chromium)")
+@needs_chromium
 def test_figures_render_in_headless_chromium(tmp_path):
     (tmp_path / "good").mkdir()
     (tmp_path / "broken").mkdir()
-    good = _screenshot(_page(tmp_path / "good"), tmp_path / "good")
+    good = screenshot(_page(tmp_path / "good").as_uri(), tmp_path / "good")
     broken_page = _page(tmp_path / "broken")
     broken_page.write_text(broken_page.read_text().replace("base64,iVBOR", "base64,AAAA"))
-    broken = _screenshot(broken_page, tmp_path / "broken")
+    broken = screenshot(broken_page.as_uri(), tmp_path / "broken")
 
     def blue_pixels(shot):
         return int((np.abs(shot - BAR_BLUE).max(axis=2) < 10).sum())

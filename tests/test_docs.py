@@ -10,18 +10,16 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
-from PIL import Image
+
+from tests.helpers import chromium, needs_chromium, screenshot
 
 REPO = Path(__file__).resolve().parents[1]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 API_MODULES = (
     "fairnas.search",
     "fairnas.metrics",
@@ -74,36 +72,13 @@ def test_the_site_builds_strictly_with_every_page(site):
     assert (site / "assets" / "pareto_front.png").is_file()
 
 
-def _chromium(folder: Path, *arguments: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            f"--user-data-dir={folder / 'profile'}",
-            "--window-size=1000,1400",
-            *arguments,
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-
-
-@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (Debian package chromium)")
+@needs_chromium
 def test_the_start_page_renders_in_headless_chromium(site, tmp_path):
     start = (site / "index.html").as_uri()
-    shot = tmp_path / "shot.png"
-    _chromium(tmp_path, f"--screenshot={shot}", start)
-    pixels = np.asarray(Image.open(shot).convert("RGB")).astype(int)
+    pixels = screenshot(start, tmp_path)
     ink = (pixels.max(axis=2) < 160).mean()  # dark pixels: text, the header bar
     assert pixels.std() > 20 and ink > 0.005, (pixels.std(), ink)  # a drawn page, not a blank one
-    dom = _chromium(tmp_path, "--dump-dom", start).stdout.decode()
+    dom = chromium(tmp_path, "--dump-dom", start).stdout.decode()
     assert "<title>fairnas</title>" in dom
     assert "Neural architecture and hyperparameter search for fairer face recognition" in dom
     assert "The five commands" in dom and 'href="getting_started/' in dom  # the content and the navigation
