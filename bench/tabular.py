@@ -221,7 +221,11 @@ class TableTarget:
         self._columns = {name: f"{split}/{name}" for name in objectives}
 
     def __call__(self, config: dict[str, Any], seed: int, budget: float) -> dict[str, float]:
-        row = self._rows[(config_id(config), int(round(budget)))]
+        return self.lookup(config_id(config), budget)
+
+    def lookup(self, identifier: str, budget: float) -> dict[str, float]:
+        """The objectives of the configuration whose ``config_id`` is ``identifier`` after ``budget`` epochs."""
+        row = self._rows[(identifier, int(round(budget)))]
         return {name: float(row[column]) for name, column in self._columns.items()}
 
 
