@@ -67,14 +67,16 @@ class MeteredTarget:
         try:
             return self._target(config, seed, budget)
         finally:
-            self.charges.append(Charge(config_id(config), float(budget), float(self._meter(config, seed, budget))))
+            self._charge(config, seed, budget)
 
     def replay(self, trials: pd.DataFrame) -> None:
         """Charge the calls an interrupted invocation recorded (``trials`` in call order), before a resumed search
         makes more: the meter then sees them as if it had made them, and ``consumed`` counts them."""
         for config, seed, budget in zip(trials["config"], trials["seed"], trials["budget"], strict=True):
-            config = json.loads(config)
-            self.charges.append(Charge(config_id(config), float(budget), float(self._meter(config, int(seed), budget))))
+            self._charge(json.loads(config), int(seed), budget)
+
+    def _charge(self, config: dict[str, Any], seed: int, budget: float) -> None:
+        self.charges.append(Charge(config_id(config), float(budget), float(self._meter(config, seed, budget))))
 
     def costs_of(self, trials: pd.DataFrame) -> np.ndarray:
         """The charge of each row of ``trials`` (one row per call, in call order, as trials.csv keeps them)."""

@@ -30,7 +30,8 @@ Equal consumed compute. The unit is the epoch actually trained. Random search an
 per trial; ``smac_scratch`` pays each trial's budget; ``smac`` pays a promoted configuration only the epochs between
 its highest earlier budget (same seed) and the new one; MO-ASHA pays each trial (one rung) the epochs from the
 rung below. On ``faces`` these are measured: ``TrainingTarget(continue_across_fidelities=True/False)`` trains them
-and its trial records are read with ``epochs_saved`` (a trial that crashes mid-training records none and costs 0).
+and each call's trial record is read by ``EpochsTrained`` (a trial that crashes mid-training records none and
+costs 0).
 On the other problems nothing trains and the same rule is applied to the calls (``RetrainingCost``). Every run is
 stopped by one rule on consumed compute (``MeteredTarget``): a trial starts only while the compute consumed is
 below ``--total-budget``. ``run_search``'s own ``total_budget`` bounds the nominal
