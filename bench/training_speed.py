@@ -10,11 +10,16 @@ Two parts, both on pre-built random batches (data loading is excluded; ``bench/d
   (``backbone.preset=paper``, SMAC_301) against timm's ``dpn68`` at 112 px, fp32 and bf16 autocast, each also with
   ``channels_last`` (``--channels-last``) and ``torch.compile`` (``--compile``, timed after compilation), as a ratio
   to the same model's fp32 eager run.
+- ``showcase``: the models of ``bench/showcase.py`` (the default and the searched DPN, ``timm_zoo_small.yaml``'s
+  architectures) on the ``experiment=showcase`` preset at 32 px (AdamW), trained in PyTorch's default NCHW memory
+  format with AdamW's for-loop update, then with ``channels_last``, then also with AdamW's fused update (both the
+  training config's defaults since 2026-11-24), as a ratio to the first.
 
 The defaults finish in a few minutes on 2 CPU cores (small batches, few steps: CPU figures are for ratios, not for
 absolute speed). On a GPU, one command:
 
     python bench/training_speed.py --device cuda --batch-size 128 --steps 50 --channels-last --compile
+    python bench/training_speed.py --parts showcase --batch-size 128     # the showcase's batches
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import platform
 import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 import pytorch_lightning as pl
@@ -33,9 +39,11 @@ import torch
 from hydra.utils import instantiate
 
 from fairnas.config import compose_config
+from fairnas.search import load_space
 from fairnas.tasks.runs import build_embedder, instantiate_partial
 from fairnas.training.module import FaceRecognitionModule
 
+REPOSITORY = Path(__file__).resolve().parents[1]
 NUM_CLASSES = 100
 LOOP_GOAL = 0.95
 
@@ -127,7 +135,6 @@ def train_steps(
     batches: list[dict],
     setting: Setting,
     autocast: bool = False,
-    channels_last: bool = False,
 ) -> float:
     """Images/s of plain forward / loss / backward / step over ``batches``, the first ``warmup`` untimed."""
     device_type = "cuda" if setting.device.startswith("cuda") else "cpu"
@@ -135,9 +142,8 @@ def train_steps(
         if step == setting.warmup:
             synchronize(setting.device)
             start = time.perf_counter()
-        images = batch["image"].contiguous(memory_format=torch.channels_last) if channels_last else batch["image"]
         with torch.autocast(device_type, dtype=torch.bfloat16, enabled=autocast):
-            output = head(embedder(images), batch["label"])
+            output = head(embedder(batch["image"]), batch["label"])
             value = loss(output.logits, batch["label"]) + sum(output.aux_losses.values())
         optimizer.zero_grad(set_to_none=True)
         value.backward()
@@ -165,23 +171,25 @@ def compare_loops(setting: Setting) -> pd.DataFrame:
 
 
 MODELS = {"DPN paper (SMAC_301)": ["backbone.preset=paper"], "timm dpn68": ["backbone=timm", "backbone.name=dpn68"]}
+SHOWCASE_MODELS = {
+    "default DPN (3-0-1)": ["experiment=showcase"],
+    "searched DPN (6-6-3)": ["experiment=showcase", "backbone.ops=[6,6,3]"],
+    **{
+        name: ["experiment=showcase", "backbone=timm", f"backbone.name={name}"]
+        for name in load_space(REPOSITORY / "searchspaces" / "timm_zoo_small.yaml").configspace["architecture"].choices
+    },
+}
 
 
-def compare_models(setting: Setting, channels_last: bool, compile_model: bool) -> pd.DataFrame:
-    """Training images/s per model and variant, and the ratio to that model's fp32 eager run."""
-    variants = [("fp32", False, False, False), ("bf16", True, False, False)]
-    if channels_last:
-        variants += [("fp32 channels_last", False, True, False), ("bf16 channels_last", True, True, False)]
-    if compile_model:
-        variants += [("fp32 compile", False, False, True), ("bf16 compile", True, False, True)]
+def compare_models(setting: Setting, models: dict[str, list[str]], variants: list[tuple]) -> pd.DataFrame:
+    """Training images/s per model and variant ``(name, autocast, overrides, compile)``, and the ratio to the
+    model's first variant."""
     batches = random_batches(setting, setting.warmup + setting.steps)
     rows = []
-    for model, overrides in MODELS.items():
-        for variant, autocast, memory_format, compiled in variants:
+    for model, overrides in models.items():
+        for variant, autocast, variant_overrides, compiled in variants:
             torch.manual_seed(0)
-            module = build_module(overrides).to(setting.device).train()
-            if memory_format:
-                module = module.to(memory_format=torch.channels_last)
+            module = build_module([*overrides, *variant_overrides]).to(setting.device).train()
             embedder = torch.compile(module.embedder) if compiled else module.embedder
             rate = train_steps(
                 embedder,
@@ -191,13 +199,23 @@ def compare_models(setting: Setting, channels_last: bool, compile_model: bool) -
                 batches,
                 setting,
                 autocast=autocast,
-                channels_last=memory_format,
             )
             rows.append({"model": model, "variant": variant, "images/s": rate})
     table = pd.DataFrame(rows)
-    baseline = table[table["variant"] == "fp32"].set_index("model")["images/s"]
-    table["ratio to fp32"] = table["images/s"] / table["model"].map(baseline)
+    baseline = table[table["variant"] == variants[0][0]].set_index("model")["images/s"]
+    table[f"ratio to {variants[0][0]}"] = table["images/s"] / table["model"].map(baseline)
     return table
+
+
+def model_variants(channels_last: bool, compile_model: bool) -> list[tuple]:
+    """The ``models`` part's variants: fp32 and bf16 in NCHW, with ``channels_last`` and compiled when asked."""
+    nchw, nhwc = ["channels_last=false"], ["channels_last=true"]
+    variants = [("fp32", False, nchw, False), ("bf16", True, nchw, False)]
+    if channels_last:
+        variants += [("fp32 channels_last", False, nhwc, False), ("bf16 channels_last", True, nhwc, False)]
+    if compile_model:
+        variants += [("fp32 compile", False, nchw, True), ("bf16 compile", True, nchw, True)]
+    return variants
 
 
 def header(device: str) -> str:
@@ -212,7 +230,7 @@ def header(device: str) -> str:
 def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--parts", default="loop,models", help="comma-separated: loop, models")
+    parser.add_argument("--parts", default="loop,models", help="comma-separated: loop, models, showcase")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--loop-image-size", type=int, default=64, help="image size of the loop comparison")
     parser.add_argument("--steps", type=int, default=10, help="timed steps")
@@ -232,10 +250,22 @@ def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
         )
     if "models" in parts:
         setting = Setting(args.device, args.batch_size, 112, args.steps, args.warmup)
-        tables["models"] = compare_models(setting, args.channels_last, args.compile)
+        tables["models"] = compare_models(setting, MODELS, model_variants(args.channels_last, args.compile))
         print(
             f"\nTraining images/s at 112 px, batch {setting.batch_size}:\n"
             f"{tables['models'].to_string(index=False, float_format='{:.3f}'.format)}"
+        )
+    if "showcase" in parts:
+        setting = Setting(args.device, args.batch_size, 32, args.steps, args.warmup)
+        variants = [
+            ("NCHW", False, ["channels_last=false", "optimizer.fused=false"], False),
+            ("channels_last", False, ["channels_last=true", "optimizer.fused=false"], False),
+            ("channels_last, fused AdamW", False, ["channels_last=true", "optimizer.fused=true"], False),
+        ]
+        tables["showcase"] = compare_models(setting, SHOWCASE_MODELS, variants)
+        print(
+            f"\nTraining images/s of the showcase's models at 32 px, batch {setting.batch_size}:\n"
+            f"{tables['showcase'].to_string(index=False, float_format='{:.3f}'.format)}"
         )
     return tables
 

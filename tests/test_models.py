@@ -227,6 +227,24 @@ def test_face_embedder_returns_neck_embeddings(backbone):
     assert embedder.neck.layers[-1].num_features == 512
 
 
+@pytest.mark.parametrize("backbone", [lambda: build_dpn("tiny"), lambda: TimmBackbone("resnet18")])
+def test_channels_last_embedder_keeps_nhwc_and_computes_the_same_embeddings_and_input_gradients(backbone):
+    torch.manual_seed(0)
+    nchw = FaceEmbedder(backbone(), embedding_dim=16).eval()
+    nhwc = FaceEmbedder(backbone(), embedding_dim=16, channels_last=True).eval()
+    nhwc.load_state_dict(nchw.state_dict())  # copied into the NHWC weights, which stay NHWC
+    convolutions = [m.weight for m in nhwc.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert convolutions and all(w.is_contiguous(memory_format=torch.channels_last) for w in convolutions)
+    assert not all(w.is_contiguous() for w in convolutions)
+    images = [torch.randn(3, 3, 32, 32, requires_grad=True) for _ in range(2)]
+    images[1].data.copy_(images[0].data)
+    outputs = [model(image) for model, image in zip((nchw, nhwc), images, strict=True)]
+    torch.testing.assert_close(outputs[1], outputs[0], rtol=1e-4, atol=1e-4)
+    for output in outputs:
+        output.pow(2).sum().backward()
+    torch.testing.assert_close(images[1].grad, images[0].grad, rtol=1e-3, atol=1e-4)
+
+
 def test_face_embedder_requires_num_features():
     with pytest.raises(ValueError, match="must expose an int attribute num_features"):
         FaceEmbedder(torch.nn.Identity())

@@ -98,7 +98,12 @@ def _check_data_root(cfg: DictConfig) -> None:
 def build_embedder(cfg: DictConfig, *, init_weights: bool = True) -> nn.Module:
     """Backbone + embedding neck, started from ``cfg.init_from``'s embedder weights when set and
     ``init_weights``, inside the mitigation's ``embedder`` wrapper when it has one (SensitiveNets)."""
-    embedder = FaceEmbedder(instantiate(cfg.backbone), embedding_dim=cfg.embedding_dim, dropout=cfg.dropout)
+    embedder = FaceEmbedder(
+        instantiate(cfg.backbone),
+        embedding_dim=cfg.embedding_dim,
+        dropout=cfg.dropout,
+        channels_last=cfg.get("channels_last", False),  # a run saved before the key existed trained without it
+    )
     if init_weights and cfg.get("init_from"):
         checkpoint, state = read_checkpoint(cfg.init_from, key="init_from")
         _load_weights(embedder, state["state_dict"], EMBEDDER_PREFIX, checkpoint, key="init_from")
