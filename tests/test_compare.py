@@ -144,6 +144,39 @@ def test_compare_refuses_to_reuse_runs_made_with_other_overrides(tmp_path, cache
         run_comparison(changed)
 
 
+def test_compare_reads_back_a_finished_run_with_the_same_training_config_from_reuse_runs(
+    tmp_path, cache_dir, monkeypatch
+):
+    from fairnas.tasks import compare
+
+    cfg = compare_config(tmp_path, cache_dir, ["none", "angular"], logger=None, seeds=[3])
+    stage = tmp_path / "stage" / "seed3"  # trained elsewhere: the same config in another override order
+    compare.train_once(stage, [*cfg.train_overrides, "seed=3", "backbone.ops=[3,0,1]"])
+    trained = []
+    real_train = compare.train
+    monkeypatch.setattr(compare, "train", lambda run: trained.append(run.output_dir) or real_train(run))
+    cfg.reuse_runs = [str(tmp_path / "stage")]
+    compare.run_comparison(cfg)
+
+    out = tmp_path / "compare"
+    assert trained == [str(out / "runs/SMAC_301/angular/seed3")]  # the baseline was read back, not trained
+    assert not (out / "runs/SMAC_301/none").exists()
+    runs = pd.read_csv(out / "runs.csv")
+    assert list(runs["mitigation"]) == ["none", "angular"] and list(runs["seed"]) == [3, 3]
+    record = json.loads((out / "runs/SMAC_301/angular/seed3/compare_run.json").read_text())
+    assert f"mitigation.reference_metrics='{stage}/metrics.json'" in record["overrides"]
+    monkeypatch.setattr(compare, "train", lambda run: pytest.fail("a finished run was trained again"))
+    compare.run_comparison(cfg)  # resumes: the same reused baseline, the same mitigation run
+
+
+def test_reuse_runs_must_be_folders(tmp_path, cache_dir):
+    from fairnas.tasks.compare import run_comparison
+
+    cfg = compare_config(tmp_path, cache_dir, ["none"], reuse_runs=[str(tmp_path / "missing")])
+    with pytest.raises(FileNotFoundError, match="reuse_runs: '.*missing' is not a folder"):
+        run_comparison(cfg)
+
+
 def test_compare_runs_all_four_mitigations(tmp_path, cache_dir):
     from fairnas.tasks.compare import run_comparison
 
@@ -164,6 +197,8 @@ def test_compare_runs_all_four_mitigations(tmp_path, cache_dir):
         ({"split": "train"}, r"split='train'; allowed: \['val', 'test'\]"),
         ({"mitigations": ["none", "flipped", "flipped"]}, "must name each mitigation once"),
         ({"seeds": 0}, "seeds=0 must be a positive number of seeds"),
+        ({"seeds": [3, 3]}, r"seeds=\[3, 3\] must be .* a list of distinct seeds >= 0"),
+        ({"seeds": [-1]}, r"seeds=\[-1\] must be"),
         ({"models": {"A": ["head=sphereface"]}}, r"compare: .*head/sphereface.* \(in the overrides of mitigation"),
         ({"models": {"a/b": [], "a b": []}}, "collide as folder names"),
     ],

@@ -8,7 +8,9 @@ Angular the per-group validation accuracies of its ``metrics.json`` (``mitigatio
 unless ``mitigation.group`` is set), SensitiveNets its checkpoint as the frozen feature extractor
 (``mitigation.checkpoint``). Every run is an ordinary ``train`` run under ``<output_dir>/runs/<model>/<mitigation>/
 seed<k>``; a finished run is read back instead of retrained, so an interrupted comparison resumes: the default
-output folder is ``outputs/compare/<name>``, so running the same command again reuses every finished run.
+output folder is ``outputs/compare/<name>``, so running the same command again reuses every finished run. Finished
+runs elsewhere (``reuse_runs``: folders searched for the run records ``train_once`` writes) are read back too when
+their training config is the one a cell needs, e.g. the baselines a showcase stage trained already.
 
 Outputs in ``output_dir``: ``runs.csv`` (every run's metrics on ``split``), ``summary.csv`` (mean and standard error
 per cell and metric, Pareto flags), ``tables.csv`` / ``tables.md`` (the Table 4.6 format per metric),
@@ -25,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 from hydra.errors import HydraException
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from fairnas.config import compose_config, resolve_space_path
 from fairnas.io import write_json_atomic, write_text_atomic
@@ -64,16 +66,19 @@ def run_comparison(cfg: DictConfig) -> pd.DataFrame:
             # a mitigation that starts from its baseline run declares the key (e.g. SensitiveNets' checkpoint)
             baseline_inputs[name] = [key for key in BASELINE_INPUTS if key in declared and name != BASELINE]
 
+    finished = FinishedRuns(cfg.get("reuse_runs") or [])
     records = []
     for model, model_overrides in models.items():
-        for seed in range(cfg.seeds):
-            baseline_dir = _run_dir(output_dir, model, BASELINE, seed)
+        for seed in seed_list(cfg.seeds):
+            baseline_dir = None
             for name in plan:
                 overrides = [*cfg.train_overrides, *model_overrides, *_mitigation_overrides(cfg, name), f"seed={seed}"]
                 overrides += [
                     f"mitigation.{key}='{baseline_dir / BASELINE_INPUTS[key]}'" for key in baseline_inputs[name]
                 ]
-                metrics = train_once(_run_dir(output_dir, model, name, seed), overrides)
+                run_dir = finished.find(overrides) or _run_dir(output_dir, model, name, seed)
+                baseline_dir = baseline_dir or run_dir  # the plan's first run is the baseline
+                metrics = train_once(run_dir, overrides, finished.reused(run_dir))
                 if name in mitigations:
                     records.append(
                         {
@@ -130,11 +135,45 @@ def write_outputs(runs: pd.DataFrame, summary: pd.DataFrame, titles: Mapping[str
     )
 
 
-def train_once(run_dir: Path, overrides: list[str]) -> dict:
-    """Train one run, or read it back when an earlier invocation finished it with the same overrides."""
+def seed_list(seeds: int | Sequence[int]) -> list[int]:
+    """``seeds``: a number of seeds (0 .. seeds-1) or the seeds themselves."""
+    return list(range(seeds)) if isinstance(seeds, int) else [int(seed) for seed in seeds]
+
+
+class FinishedRuns:
+    """The finished runs under ``folders`` (those with a :func:`train_once` record and ``metrics.json``), found by
+    their training config: composed from the recorded overrides, everything but where the run writes compared."""
+
+    def __init__(self, folders: Sequence[str | Path]):
+        self.runs: dict[str, Path] = {}
+        for folder in map(Path, folders):
+            if not folder.is_dir():
+                raise FileNotFoundError(f"reuse_runs: '{folder}' is not a folder")
+            for record in sorted(folder.rglob(RUN_RECORD)):
+                if (record.parent / "metrics.json").is_file():
+                    overrides = json.loads(record.read_text())["overrides"]
+                    self.runs.setdefault(training_config_key(overrides), record.parent)
+
+    def find(self, overrides: Sequence[str]) -> Path | None:
+        """The folder of a finished run with the training config ``overrides`` compose, if there is one."""
+        return self.runs.get(training_config_key(overrides)) if self.runs else None
+
+    def reused(self, run_dir: Path) -> bool:
+        return run_dir in self.runs.values()
+
+
+def training_config_key(overrides: Sequence[str]) -> str:
+    """The training config ``overrides`` compose, as a string that two equal configs share (output paths fixed)."""
+    config = compose_config("train", list(overrides), output_dir=".")
+    return json.dumps(OmegaConf.to_container(config, resolve=False), sort_keys=True)
+
+
+def train_once(run_dir: Path, overrides: list[str], same_config: bool = False) -> dict:
+    """Train one run, or read it back when an earlier invocation finished it with the same overrides (with
+    ``same_config``: with overrides that compose the same training config, as :class:`FinishedRuns` found)."""
     record = run_dir / RUN_RECORD
     if record.is_file():
-        if json.loads(record.read_text())["overrides"] != overrides:
+        if not same_config and json.loads(record.read_text())["overrides"] != overrides:
             raise ValueError(
                 f"output_dir: '{run_dir}' holds a run with other overrides; use a new output_dir or remove that run"
             )
@@ -199,8 +238,13 @@ def _check_settings(cfg: DictConfig) -> None:
     unknown = [metric for metric in cfg.metrics if metric not in IDENTIFICATION_METRICS]
     if unknown or not cfg.metrics:
         raise ValueError(f"metrics: {unknown or 'none given'}; allowed: {list(IDENTIFICATION_METRICS)}")
-    if not isinstance(cfg.seeds, int) or cfg.seeds < 1:
-        raise ValueError(f"seeds={cfg.seeds!r} must be a positive number of seeds")
+    seeds = OmegaConf.to_object(cfg.seeds) if OmegaConf.is_config(cfg.seeds) else cfg.seeds
+    count = isinstance(seeds, int) and seeds >= 1
+    listed = isinstance(seeds, list) and seeds and all(isinstance(s, int) and s >= 0 for s in seeds)
+    if not (count or (listed and len(set(seeds)) == len(seeds))):
+        raise ValueError(
+            f"seeds={seeds!r} must be a positive number of seeds or a list of distinct seeds >= 0, e.g. [3,4]"
+        )
     if not cfg.mitigations or len(set(cfg.mitigations)) != len(cfg.mitigations):
         raise ValueError(f"mitigations={list(cfg.mitigations or [])} must name each mitigation once")
 
