@@ -438,6 +438,10 @@ def write_report(
     lines += [
         "## (d) Mitigations (Table 4.6 analogue) and AdvERM",
         "",
+        f"Seeds {', '.join(map(str, sorted(mitigations['seed'].unique())))}, the first of the final stage's. A "
+        "model's baseline (no mitigation) is its noise- or final-stage run of the same seed, read back, not trained "
+        "again.",
+        "",
         tables_md,
         "![mitigations](mitigations.png)",
         "",

@@ -12,14 +12,15 @@ pipeline resumes where it stopped):
    ``bench/tables/dpn_showcase`` when its settings match, else built under ``<out>/table``): SMAC (multi-fidelity
    Hyperband, ParEGO, promoted configurations continue) vs random search at equal consumed epochs with
    ``--table-seeds`` seeds (``bench/search_efficiency.py``'s protocol; hypervolume also as a share of the table's
-   own front). Then live SMAC searches on the same space and preset with training seeds ``Scale.live_seeds`` (the
-   table used seed 0), whose hypervolumes are read against the table's: does the table's verdict hold live?
+   own front). Then a live SMAC search on the same space and preset with training seed 1 (the table used seed 0;
+   ``--live-seeds 1 2`` runs more), read against the table: does the table's verdict hold live?
 4. ``final``: the first live search's Pareto front and the best hand-designed model (lowest validation error) re-trained
    with ``--final-seeds`` fresh seeds, and the default configuration's stage-1 seeds: mean +- standard error on
    validation and test.
 5. ``mitigations`` (Sec. 4.5.3, Table 4.6): the default DPN, the best searched and the best hand-designed model x
-   {baseline, Flipped, Angular, SensitiveNets} (``compare.py``'s runs); and AdvERM (thesis Sec. 2.9) vs plain
-   training of the default DPN, robustness bias from DeepFool.
+   {baseline, Flipped, Angular, SensitiveNets} (``compare.py``'s runs) with the first ``--compare-seeds`` of the
+   final stage's seeds, whose baselines are the noise and final stages' runs (``reuse_runs``); and AdvERM (thesis
+   Sec. 2.9) vs plain training of the default DPN, robustness bias from DeepFool.
 6. ``transfer`` (Tables 4.5 / 4.8): the same models trained on a second synthetic set rendered from another seed
    with the bias reversed (g0 is the harder minority group).
 
@@ -88,7 +89,7 @@ class Scale:
     heads: tuple[str, ...] = ("cosface",)
     mitigations: tuple[str, ...] = ("flipped", "angular", "sensitivenets")
     table_space: str | None = "searchspaces/dpn_table.yaml"  # None: QUICK_TABLE_SPACE
-    live_seeds: tuple[int, ...] = (1, 2)  # live SMAC searches: search and training seed (the table's runs used 0)
+    live_seeds: tuple[int, ...] = (1,)  # live SMAC searches: search and training seed (the table's runs used 0)
     overrides: tuple[str, ...] = ()  # on top of experiment=showcase
 
 
@@ -253,12 +254,16 @@ def summarize_seeds(runs: pd.DataFrame) -> pd.DataFrame:
     return summary.join(grouped.size().rename("n_seeds")).reset_index()
 
 
-def run_mitigations(models: Sequence[Candidate], scale: Scale, overrides: Sequence[str], out: Path) -> pd.DataFrame:
+def run_mitigations(
+    models: Sequence[Candidate], seeds: Sequence[int], overrides: Sequence[str], out: Path, mitigations: Sequence[str]
+) -> pd.DataFrame:
+    """``compare.py``'s table over ``seeds``; its baselines are the noise and final stages' runs of those seeds."""
     cfg = compose_config("compare", ["logger=none", "name=showcase"], output_dir=out / "mitigations")
     cfg.models = {model.name: list(model.overrides) or ["seed=0"] for model in models}
     cfg.train_overrides = list(overrides)
-    cfg.seeds = scale.compare_seeds
-    cfg.mitigations = ["none", *scale.mitigations]
+    cfg.seeds = list(seeds)
+    cfg.reuse_runs = [str(out / "runs" / stage) for stage in ("noise", "final")]
+    cfg.mitigations = ["none", *mitigations]
     cfg.metrics = list(OBJECTIVES[1:])
     run_comparison(cfg)
     return pd.read_csv(out / "mitigations" / "runs.csv")
@@ -273,12 +278,26 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's, one per core)")
     for field, (kind, description) in SCALE_FLAGS.items():
         parser.add_argument(f"--{field.replace('_', '-')}", type=kind, help=description)
+    parser.add_argument(
+        "--live-seeds",
+        type=int,
+        nargs="+",
+        help="live SMAC searches, one per seed (default 1); the first one's front is re-trained",
+    )
     args = parser.parse_args(argv)
     scale = QUICK if args.quick else Scale()
     changes = {field: getattr(args, field) for field in SCALE_FLAGS}
-    bad = [f"--{name.replace('_', '-')}={value}" for name, value in changes.items() if value is not None and value < 1]
+    bad = [
+        f"--{name.replace('_', '-')}={value}: must be >= 1"
+        for name, value in changes.items()
+        if value is not None and value < 1
+    ]
+    if args.live_seeds is not None:
+        changes["live_seeds"] = tuple(args.live_seeds)
+        if min(args.live_seeds) < 0 or len(set(args.live_seeds)) < len(args.live_seeds):
+            bad.append(f"--live-seeds {' '.join(map(str, args.live_seeds))}: must be distinct seeds >= 0")
     if bad:
-        parser.error(f"{', '.join(bad)}: must be >= 1")
+        parser.error("; ".join(bad))
     scale = dataclasses.replace(scale, **{name: value for name, value in changes.items() if value is not None})
     if scale.total_budget < scale.max_budget:
         parser.error(f"--total-budget={scale.total_budget:g} is below one full trial ({scale.max_budget} epochs)")
@@ -355,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     }
     by_name = {c.name: c for c in [DEFAULT_MODEL, *front_candidates, *hand_candidates]}
     compared = [DEFAULT_MODEL, by_name[best["searched"]], by_name[best["hand-designed"]]]
-    mitigations = run_mitigations(compared, scale, overrides, out)
+    mitigations = run_mitigations(compared, final_seeds[: scale.compare_seeds], overrides, out, scale.mitigations)
     adverm = pd.concat(
         train_seeds(arm, range(scale.adverm_seeds), [*overrides, *before], runs / "adverm")
         for arm, before in ADVERM_ARMS

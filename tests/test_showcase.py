@@ -67,6 +67,10 @@ def test_quick_pipeline_writes_every_stage_and_claims_that_match_its_tables(tmp_
     mitigations = pd.read_csv(out / "mitigations" / "runs.csv")
     assert set(mitigations["mitigation"]) == {"none", "flipped", "angular", "sensitivenets"}
     assert mitigations["model"].nunique() == 3
+    assert {f"seed{seed}" for seed in mitigations["seed"]} <= {p.name for p in (out / "runs/final").glob("*/seed*")}
+    # the searched and hand-designed baselines are the final stage's runs, read back: at most the default's is trained
+    # (here the search's front holds the default configuration, so the final stage trained that one too)
+    assert {p.parent.name for p in (out / "mitigations/runs").glob("*/none")} <= {"default_DPN"}
     effects = pd.read_csv(out / "mitigation_effects.csv")
     assert len(effects) == 3 * 3
     adverm = pd.read_csv(out / "adverm.csv")
@@ -89,6 +93,7 @@ def test_quick_pipeline_writes_every_stage_and_claims_that_match_its_tables(tmp_
         (("--total-budget", "1"), "--total-budget=1 is below one full trial (2 epochs)"),
         (("--max-budget", "6", "--total-budget", "4"), "--total-budget=4 is below one full trial (6 epochs)"),
         (("--max-budget", "0"), "--max-budget=0: must be >= 1"),
+        (("--live-seeds", "1", "1"), "--live-seeds 1 1: must be distinct seeds >= 0"),
         (("--trainer", "tpu"), "Could not find 'trainer/tpu'"),
         pytest.param(
             ("--trainer", "gpu"),
