@@ -19,6 +19,7 @@ Substitutions, where a page shows a placeholder for the reader's own value (noth
 - ``$HOME``: a temporary folder;
 - ``compare.py front=<csv>``: the file must be named like a search's front; the check reads a front written into a
   temporary folder instead (one row: the default configuration of ``front_space``).
+- ``compare.py reuse_runs=[...]``: each folder is replaced by an empty temporary folder (no run to read back).
 
 Checks per entry, after ``fairnas.config.compose_config(entry, overrides)``:
 
@@ -228,6 +229,10 @@ def check_compare(cfg, tmp_path: Path, monkeypatch) -> None:
         front.parent.mkdir()
         pd.DataFrame([{"config_id": "c0", "config": json.dumps(config)}]).to_csv(front, index=False)
         cfg.front = str(front)
+    if cfg.reuse_runs:
+        cfg.reuse_runs = [str(tmp_path / "reuse" / str(i)) for i, _ in enumerate(cfg.reuse_runs)]
+        for folder in cfg.reuse_runs:
+            Path(folder).mkdir(parents=True)
     compose_pair = compare._compose
 
     def compose_and_check(*args, **kwargs):  # every model x mitigation config, composed before any run trains
