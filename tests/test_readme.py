@@ -240,7 +240,7 @@ def check_compare(cfg, tmp_path: Path, monkeypatch) -> None:
         require_data_root(composed)
         return composed
 
-    def first_run(run_dir, overrides, *same_config):
+    def first_run(run_dir, overrides, same_config=False):
         raise ReachedTheRun
 
     monkeypatch.setattr(compare, "compose_config", compose)

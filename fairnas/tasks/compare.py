@@ -76,9 +76,10 @@ def run_comparison(cfg: DictConfig) -> pd.DataFrame:
                 overrides += [
                     f"mitigation.{key}='{baseline_dir / BASELINE_INPUTS[key]}'" for key in baseline_inputs[name]
                 ]
-                run_dir = finished.find(overrides) or _run_dir(output_dir, model, name, seed)
+                reused = finished.find(overrides)
+                run_dir = reused or _run_dir(output_dir, model, name, seed)
                 baseline_dir = baseline_dir or run_dir  # the plan's first run is the baseline
-                metrics = train_once(run_dir, overrides, finished.reused(run_dir))
+                metrics = train_once(run_dir, overrides, same_config=reused is not None)
                 if name in mitigations:
                     records.append(
                         {
@@ -157,9 +158,6 @@ class FinishedRuns:
     def find(self, overrides: Sequence[str]) -> Path | None:
         """The folder of a finished run with the training config ``overrides`` compose, if there is one."""
         return self.runs.get(training_config_key(overrides)) if self.runs else None
-
-    def reused(self, run_dir: Path) -> bool:
-        return run_dir in self.runs.values()
 
 
 def training_config_key(overrides: Sequence[str]) -> str:
