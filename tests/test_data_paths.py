@@ -122,10 +122,11 @@ def test_batch_keys_cover_the_epoch_order_once(faces, tmp_path):
     for epoch in (0, 4):
         sampler.set_epoch(epoch)
         batches.set_epoch(epoch)
-        order = [index for index, _ in sampler]
+        order = [index for index, _, _ in sampler]
         keys = list(batches)
         assert len(keys) == len(batches) == 3 and {key[1] for key in keys} == {epoch}
         assert np.concatenate([key[0] for key in keys]).tolist() == order[:24]
+        assert np.concatenate([key[2] for key in keys]).tolist() == order[:24]  # augmented as the image itself
     evaluation = EpochSeededBatches(30, 8, shuffle=False)
     assert len(evaluation) == 4 and [len(key[0]) for key in evaluation] == [8, 8, 8, 6]
     assert {key[1] for key in evaluation} == {None}

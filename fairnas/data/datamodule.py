@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -16,8 +17,11 @@ from torch.utils.data import DataLoader
 
 from fairnas.data.dataset import DecodedBatches, EpochSeededBatches, EpochSeededSampler, FaceImageDataset
 from fairnas.data.decoded import decoded_bytes, decoded_images
+from fairnas.data.sampling import GroupSampling, GroupWeightedDraw, as_group_sampling
 from fairnas.data.table import SPLITS, FaceTable, apply_subset_rules
 from fairnas.data.transforms import BatchTransform, TransformSettings, eval_transforms, resize_transform
+
+log = logging.getLogger(__name__)
 
 
 class SubsetRules(TypedDict):
@@ -51,6 +55,9 @@ class FaceDataModule(pl.LightningDataModule):
     device, crops, flips and normalises it there (:class:`~fairnas.data.transforms.BatchTransform`): the same images
     and augmentation on either path. :meth:`dataset` gives a split's images one at a time with the evaluation
     transform (audits, probes).
+
+    ``group_sampling`` (:class:`~fairnas.data.sampling.GroupSampling`) weights the training draws or the loss by
+    protected group; its group names are checked in :meth:`setup`, before a model is trained.
     """
 
     def __init__(
@@ -70,6 +77,7 @@ class FaceDataModule(pl.LightningDataModule):
         decoded_dir: str | Path | None = None,
         seed: int = 0,
         subset_seed: int = 0,
+        group_sampling: GroupSampling | Mapping | None = None,
     ):
         super().__init__()
         self.table_source = table
@@ -82,6 +90,7 @@ class FaceDataModule(pl.LightningDataModule):
         self.transforms = dict(transforms or {})
         self.transform_settings = TransformSettings(**self.transforms)
         self.in_memory_setting = check_in_memory(in_memory, in_memory_limit_gb)
+        self.group_sampling = as_group_sampling(group_sampling)
         self.in_memory_limit_gb, self.decoded_dir = in_memory_limit_gb, decoded_dir
         self.rules = SubsetRules(
             min_images=min_images,
@@ -121,6 +130,15 @@ class FaceDataModule(pl.LightningDataModule):
         self.train_labels = pd.Categorical(self.splits["train"]["identity"], categories=self.class_names).codes.astype(
             np.int64
         )
+        self.group_weights = None
+        if self.group_sampling.active:
+            self.group_weights = self.group_sampling.group_weights(self.train_groups(), self.group_order)
+            shares = self.group_sampling.draw_shares(self.train_groups(), self.group_order)
+            log.info(
+                "group sampling (%s): %s",
+                self.group_sampling.via,
+                ", ".join(f"{group} {share:.3f}" for group, share in shares.items()),
+            )
 
     def _resolve_group_order(self, group_order: Sequence[str] | None) -> list[str]:
         present = sorted(self.face_table.frame[self.face_table.attribute].unique())
@@ -188,13 +206,33 @@ class FaceDataModule(pl.LightningDataModule):
         return self._loader("test", self.eval_batch_size, shuffle=False)
 
     def on_after_batch_transfer(self, batch: dict, dataloader_idx: int) -> dict:
-        """Training batches (they carry their ``epoch``) cropped and flipped as drawn for each image, evaluation
-        batches centre-cropped; then normalised, on the device the batch is on."""
+        """Training batches (they carry their ``epoch`` and augmentation keys) cropped and flipped as drawn for each
+        key, evaluation batches centre-cropped; then normalised, on the device the batch is on. With group weights in
+        the loss (``group_sampling.via: loss``) a training batch also gets each image's ``loss_weight``."""
         if "epoch" in batch:
-            batch["image"] = self._batch_transform.train(batch["image"], batch["index"], int(batch.pop("epoch")[0]))
+            epoch = int(batch.pop("epoch")[0])
+            batch["image"] = self._batch_transform.train(batch["image"], batch.pop("augment"), epoch)
+            if self._loss_weights is not None:
+                batch["loss_weight"] = self._loss_weights.to(batch["group"].device)[batch["group"]]
         else:
             batch["image"] = self._batch_transform.eval(batch["image"])
         return batch
+
+    @functools.cached_property
+    def _loss_weights(self) -> torch.Tensor | None:
+        """w_g per group index when the group weights go into the loss, else None."""
+        if self.group_weights is None or self.group_sampling.via != "loss":
+            return None
+        return torch.tensor([self.group_weights[group] for group in self.group_order], dtype=torch.float32)
+
+    def _training_draw(self) -> GroupWeightedDraw | None:
+        """The group-weighted draw of the training images when the weights go into the sampler, else None."""
+        if self.group_weights is None or self.group_sampling.via != "sampler":
+            return None
+        weights = [self.group_weights[group] for group in self.group_order]
+        return GroupWeightedDraw(
+            self.group_index(self.splits["train"]), weights, self.seed, self.group_sampling.replacement
+        )
 
     @functools.cached_property
     def _batch_transform(self) -> BatchTransform:
@@ -213,8 +251,11 @@ class FaceDataModule(pl.LightningDataModule):
         labels, groups = self.labels(split), self.group_index(frame)
         batch_size = min(batch_size, len(frame))
         pin_memory = torch.cuda.is_available()
+        draw = self._training_draw() if split == "train" else None
         if self.in_memory:
-            batches = EpochSeededBatches(len(frame), batch_size, self.seed, shuffle=shuffle, drop_last=shuffle)
+            batches = EpochSeededBatches(
+                len(frame), batch_size, self.seed, shuffle=shuffle, drop_last=shuffle, draw=draw
+            )
             return DataLoader(
                 DecodedBatches(self.decoded_pixels(split), labels, groups),
                 batch_size=None,
@@ -231,7 +272,7 @@ class FaceDataModule(pl.LightningDataModule):
         return DataLoader(
             images,
             batch_size=batch_size,
-            sampler=EpochSeededSampler(len(frame), self.seed, shuffle),
+            sampler=EpochSeededSampler(len(frame), self.seed, shuffle, draw=draw),
             drop_last=shuffle,
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,

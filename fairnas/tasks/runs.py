@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from torch import nn
 
 from fairnas.data import FaceDataModule
+from fairnas.data.sampling import as_group_sampling
 from fairnas.models import FaceEmbedder, ops_name
 from fairnas.tasks.checks import check_input_size, check_training_settings
 from fairnas.training.module import FaceRecognitionModule
@@ -117,7 +118,7 @@ def build_model(cfg: DictConfig, *, init_weights: bool = True) -> tuple[FaceReco
     check_training_settings(cfg)
     embedder = build_embedder(cfg, init_weights=init_weights)
     check_input_size(embedder, cfg.data.transforms.image_size)
-    loss = instantiate(cfg.loss)
+    loss = instantiate(cfg.loss, **per_sample_loss(cfg))
     optimizer, head = instantiate_partial(cfg.optimizer, "optimizer"), instantiate_partial(cfg.head, "head")
     scheduler = instantiate_partial(cfg.scheduler, "scheduler") if cfg.get("scheduler") else None
     mitigation = cfg.get("mitigation") or {}
@@ -139,6 +140,13 @@ def build_model(cfg: DictConfig, *, init_weights: bool = True) -> tuple[FaceReco
         config=OmegaConf.to_container(cfg, resolve=True),
     )
     return module, datamodule
+
+
+def per_sample_loss(cfg: DictConfig) -> dict[str, str]:
+    """The loss's arguments for one value per sample, when the group weights go into the loss
+    (``data.group_sampling.via=loss``); else none."""
+    sampling = as_group_sampling(cfg.data.get("group_sampling"))
+    return {"reduction": "none"} if sampling.active and sampling.via == "loss" else {}
 
 
 def instantiate_partial(node: DictConfig, key: str) -> Any:

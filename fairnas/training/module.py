@@ -31,7 +31,9 @@ class FaceRecognitionModule(pl.LightningModule):
     sample (e.g. :class:`fairnas.mitigations.GroupMargins`, group-dependent margins). ``scheduler(optimizer,
     steps_per_epoch=..., horizon_epochs=...)`` builds the learning-rate schedule (:mod:`fairnas.training.schedule`;
     the horizon defaults to ``max_epochs``). ``config``, the run's resolved training config, is saved in every
-    checkpoint (``hyper_parameters["config"]``), so a checkpoint alone rebuilds its run.
+    checkpoint (``hyper_parameters["config"]``), so a checkpoint alone rebuilds its run. A training batch with a
+    ``loss_weight`` per image (group re-weighting, :mod:`fairnas.data.sampling`) is trained on the weighted mean of
+    the per-sample classification losses: ``loss`` then returns one value per sample.
     """
 
     def __init__(
@@ -69,7 +71,11 @@ class FaceRecognitionModule(pl.LightningModule):
         embeddings = self.embedder(batch["image"])
         margin = self.margin_policy(batch=batch, embeddings=embeddings, module=self) if self.margin_policy else None
         output = self.head(embeddings, batch["label"], margin=margin)
-        terms = {"classification": self.loss(output.logits, batch["label"]), **output.aux_losses}
+        classification = self.loss(output.logits, batch["label"])
+        if "loss_weight" in batch:  # group re-weighting: the loss gives one value per sample (data.group_sampling)
+            weight = batch["loss_weight"]
+            classification = (weight * classification).sum() / weight.sum()
+        terms = {"classification": classification, **output.aux_losses}
         for name, regularizer in self.regularizers.items():
             terms[name] = regularizer.weight * regularizer(
                 batch=batch, embeddings=embeddings, logits=output.logits, module=self
