@@ -52,11 +52,11 @@ from omegaconf import OmegaConf
 
 from fairnas.config import compose_config
 from fairnas.search import SearchResult, load_space
+from fairnas.search.final import fresh_seeds
 from fairnas.tasks.checks import check_training_settings
 from fairnas.tasks.cli import USER_ERRORS
 from fairnas.tasks.compare import run_comparison, train_once
 from fairnas.tasks.reporting import Report
-from fairnas.tasks.search import fresh_seeds
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 OBJECTIVES = ("error", "rank_disparity")

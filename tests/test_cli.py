@@ -101,7 +101,10 @@ CASES = [
         r"error: data: cannot read image '.*000001.jpg'",
     ),
     ("search", ["search.objectives=[error,unfairness]"], r"error: unknown search.objectives \['unfairness'\]"),
-    ("search", ["search.final_seeds=0"], r"error: search.final_seeds=0 must be a positive number of seeds"),
+    ("search", ["search.final.seeds=-1"], r"error: search.final.seeds must be an integer >= 0, got -1$"),
+    ("search", ["search.final.top_k=0"], r"error: search.final.top_k must be an integer >= 1, got 0$"),
+    ("search", ["+search.final.repeats=2"], r"error: unknown search.final settings \['repeats'\]; allowed"),
+    ("search", ["search.n_seeds=2", "search.strategy=random"], r"error: search.n_seeds=2 needs search.strategy=smac"),
     (
         "search",
         ["search.space={files}/syntax_error.yaml"],

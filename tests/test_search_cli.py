@@ -22,6 +22,7 @@ def search_config(tmp_path, cache_dir, *overrides, train=()):
             "search.min_budget=1",
             "search.max_budget=2",
             "search.name=tiny",
+            "search.final.seeds=0",
             *overrides,
         ],
         output_dir=tmp_path / "search",
@@ -29,7 +30,7 @@ def search_config(tmp_path, cache_dir, *overrides, train=()):
 
 
 def test_search_writes_every_output_and_continues_across_fidelities(tmp_path, cache_dir):
-    cfg = search_config(tmp_path, cache_dir, "search.total_budget=7", "search.final_seeds=2")
+    cfg = search_config(tmp_path, cache_dir, "search.total_budget=7", "search.final.top_k=2", "search.final.seeds=2")
     result = run_face_search(cfg)
 
     out = tmp_path / "search"
@@ -38,7 +39,7 @@ def test_search_writes_every_output_and_continues_across_fidelities(tmp_path, ca
     assert {"error", "rank_disparity", "budget", "seed", "status", "wall_time_s", "op0", "head"} <= set(trials)
     assert (trials["status"] == "success").all()
     assert set(trials["budget"]) == {1.0, 2.0}
-    for name in ("pareto_front.csv", "pareto_front.png", "hypervolume.csv", "final_front.csv"):
+    for name in ("pareto_front.csv", "pareto_front.png", "hypervolume.csv", "final_front.csv", "final_trials.csv"):
         assert (out / name).is_file(), name
     assert (out / "smac3").is_dir()
     assert any((out / "wandb").glob("offline-run-*"))
@@ -53,20 +54,29 @@ def test_search_writes_every_output_and_continues_across_fidelities(tmp_path, ca
         assert metrics["test"] is None and metrics["val"]["epoch"] == row["budget"]
         assert metrics["val"]["error"] == pytest.approx(row["error"])
 
+    # The final stage: the 2 best full-budget configurations re-trained with 2 fresh seeds each, val and test.
+    final_runs = pd.read_csv(out / "final_trials.csv")
+    candidates = pd.read_csv(out / "final_candidates.csv")
+    assert len(candidates) == min(2, trials[trials["budget"] == 2]["config_id"].nunique())
+    assert len(final_runs) == 2 * len(candidates) and (final_runs["status"] == "success").all()
+    assert not set(final_runs["seed"]) & set(trials["seed"])  # fresh: not the runs whose results selected them
     final = pd.read_csv(out / "final_front.csv")
-    assert len(final) == len(result.pareto_front)
-    assert (final["n_seeds"] == 2).all()
-    assert {"val/error_mean", "val/error_sem", "test/rank_disparity_mean", "test/rank_disparity_sem"} <= set(final)
-    # Fresh seeds: not the search's own runs, whose validation result selected the front.
-    trial_seeds = set(trials["seed"])
-    for row in final.to_dict("records"):
-        seeds = json.loads(row["seeds"])
-        assert len(seeds) == 2 and not set(seeds) & trial_seeds
-        for seed in seeds:
-            run_dir = out / "trials" / row["config_id"] / f"seed{seed}" / "epochs2"
-            run = json.loads((run_dir / "trial.json").read_text())
-            assert run["seed"] == seed and run["continued_from_epoch"] == 0
-            assert json.loads((run_dir / "metrics.json").read_text())["test"]["n_probes"] > 0
+    assert len(final) == len(result.final.front) >= 1 and (final["n_seeds"] == 2).all()
+    assert {"error_mean", "error_se", "rank_disparity_mean", "rank_disparity_se", "test/error_mean"} <= set(final)
+    for row in final_runs.to_dict("records"):
+        run_dir = out / "trials" / row["config_id"] / f"seed{row['seed']}" / "epochs2"
+        run = json.loads((run_dir / "trial.json").read_text())
+        assert run["seed"] == row["seed"] and run["continued_from_epoch"] == 0
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+        assert metrics["val"]["error"] == pytest.approx(row["error"])
+        assert metrics["test"]["error"] == pytest.approx(row["test/error"])
+    first = final_runs[final_runs["config_id"] == final["config_id"][0]]
+    assert final["error_mean"][0] == pytest.approx(first["error"].mean())
+    assert final["error_se"][0] == pytest.approx(first["error"].sem())
+
+    again = run_face_search(cfg)  # a finished search and final stage: read back, nothing trained
+    assert len(pd.read_csv(out / "final_trials.csv")) == len(final_runs)
+    assert again.final is not None and again.final.front.equals(result.final.front)
 
 
 @pytest.mark.parametrize(

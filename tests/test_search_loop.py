@@ -24,6 +24,7 @@ def _search(tmp_path, target=ZDT1, space=None, known_objectives=None, **override
         "max_budget": 4,
         "n_trials": 12,
         "reference_point": REFERENCE,
+        "final": {"seeds": 0},
         **overrides,
     }
     return run_search(
@@ -138,7 +139,13 @@ def test_smac_survives_crashing_trials(tmp_path):
 def test_three_objectives_with_mean_aggregation(tmp_path):
     dtlz2 = NoisyMultiFidelityProblem("dtlz2", n_variables=4, n_objectives=3)
     settings = SearchSettings(
-        dtlz2.objectives, min_budget=1, max_budget=4, n_trials=12, multi_objective="mean", objective_weights=[1, 1, 2]
+        dtlz2.objectives,
+        min_budget=1,
+        max_budget=4,
+        n_trials=12,
+        multi_objective="mean",
+        objective_weights=[1, 1, 2],
+        final={"seeds": 0},
     )
     result = run_search(dtlz2, dtlz2.configspace(), settings, output_dir=tmp_path / "search")
     _check_outputs(result, 12)
@@ -157,7 +164,7 @@ def test_smac_on_the_paper_space_only_proposes_valid_conditional_configs(tmp_pat
         lr = config.get("lr_adam", config.get("lr_sgd"))
         return {"error": abs(math.log10(lr) + 2.5) / budget, "rank_disparity": config["op0"] / 8}
 
-    settings = SearchSettings(["error", "rank_disparity"], min_budget=1, max_budget=4, n_trials=12)
+    settings = SearchSettings(["error", "rank_disparity"], min_budget=1, max_budget=4, n_trials=12, final={"seeds": 0})
     result = run_search(target, SPACES / "dpn_paper.yaml", settings, output_dir=tmp_path / "search")
     trials = result.trials
     assert (trials["status"] == "success").all(), trials["error_message"].tolist()
@@ -202,7 +209,7 @@ def test_space_key_unknown_to_the_training_config_fails_before_any_trial(tmp_pat
         run_search(
             _never_called,
             SPACES / "dpn_paper.yaml",
-            SearchSettings(["error"], min_budget=1, max_budget=4, n_trials=3),
+            SearchSettings(["error"], min_budget=1, max_budget=4, n_trials=3, final={"seeds": 0}),
             output_dir=tmp_path / "search",
             known_keys={"head", "optimizer", "optimizer.lr"},
         )
@@ -224,7 +231,7 @@ def test_resuming_with_a_space_that_sets_other_keys_or_other_invariants_is_refus
         return run_search(
             target,
             space(key),
-            SearchSettings(["f1", "f2"], min_budget=1, max_budget=4, n_trials=2, strategy="random"),
+            SearchSettings(["f1", "f2"], min_budget=1, max_budget=4, n_trials=2, strategy="random", final={"seeds": 0}),
             output_dir=tmp_path / "search",
             invariants=invariants,
         )

@@ -17,7 +17,7 @@ ZDT1 = NoisyMultiFidelityProblem("zdt1", n_variables=3)
 
 
 def _settings(**overrides):
-    return SearchSettings(ZDT1.objectives, min_budget=1, max_budget=4, n_workers=2, **overrides)
+    return SearchSettings(ZDT1.objectives, min_budget=1, max_budget=4, n_workers=2, final={"seeds": 0}, **overrides)
 
 
 def _recording_target(config, seed, budget, *, log_dir):

@@ -28,7 +28,7 @@ SCRIPT = textwrap.dedent(
         return problem(config, seed, budget)
 
     settings = SearchSettings(problem.objectives, min_budget=1, max_budget=4, n_trials=14, strategy=strategy,
-                              population_size=4)
+                              population_size=4, final={"seeds": 0})
     run_search(target, problem.configspace(), settings, output_dir=output_dir)
     """
 )

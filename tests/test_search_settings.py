@@ -31,6 +31,11 @@ VALID = {"objectives": ["f1", "f2"], "min_budget": 1, "max_budget": 4, "n_trials
         ({"objectives": ["f1", "status"]}, "search.objectives ['status'] are reserved trials.csv columns"),
         ({"n_workers": 0}, "search.n_workers must be an integer >= 1, got 0"),
         ({"dask_address": "tcp://a:1", "dask_scheduler_file": "s.json"}, "give search.dask_address or"),
+        ({"n_seeds": 0}, "search.n_seeds must be an integer >= 1, got 0"),
+        ({"n_seeds": 3, "strategy": "nsga2"}, "search.n_seeds=3 needs search.strategy=smac"),
+        ({"final": {"seeds": 1.5}}, "search.final.seeds must be an integer >= 0, got 1.5"),
+        ({"final": {"top_k": 0}}, "search.final.top_k must be an integer >= 1, got 0"),
+        ({"final": {"k": 2}}, "unknown search.final settings ['k']; allowed: ['top_k', 'seeds']"),
     ],
 )
 def test_a_bad_setting_is_named_in_a_one_line_error(overrides, message):
@@ -74,5 +79,6 @@ def test_resume_invariant_settings_are_what_search_json_holds():
             "crash_cost": [1000.0, 1000.0],
             "seed": 3,
             "population_size": 20,
+            "n_seeds": 1,
         }
     )

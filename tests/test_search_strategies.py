@@ -139,7 +139,7 @@ def test_two_dask_workers_run_the_trials(tmp_path, strategy):
 
 
 def test_nsga2_breeds_from_the_replayed_trials_of_an_earlier_run():
-    settings = SearchSettings(["f1", "f2"], min_budget=1, max_budget=4, n_trials=20, population_size=4, seed=1)
+    settings = SearchSettings(["f1", "f2"], min_budget=1, max_budget=4, n_trials=20, population_size=4, seed=1, final={"seeds": 0})
     space = load_space(MIXED_SPACE).configspace
     earlier = Nsga2Strategy(space, dataclasses.replace(settings, seed=2))
     replayed = [earlier.ask() for _ in range(4)]  # configurations this run never asks for, inactive ones absent
@@ -156,7 +156,9 @@ def test_nsga2_breeds_from_the_replayed_trials_of_an_earlier_run():
 
 
 def test_nsga2_waits_for_its_generation_before_breeding_the_next():
-    settings = SearchSettings(ZDT1.objectives, min_budget=1, max_budget=4, n_trials=20, population_size=3)
+    settings = SearchSettings(
+        ZDT1.objectives, min_budget=1, max_budget=4, n_trials=20, population_size=3, final={"seeds": 0}
+    )
     strategy = Nsga2Strategy(ZDT1.configspace(), settings)
     generation = [strategy.ask() for _ in range(3)]
     assert None not in generation and strategy.ask() is None
@@ -194,7 +196,7 @@ def test_moasha_without_syne_tune_stops_before_any_trial_with_the_install_line(t
                 "search.max_budget=1",
                 "search.n_trials=2",
                 "search.population_size=2",
-                "search.final_seeds=1",
+                "search.final.seeds=1",
             ),
             [1.0, 1.0],
         ),
@@ -217,4 +219,4 @@ def test_search_py_runs_each_strategy_on_faces(tmp_path, cache_dir, strategy_ove
         assert [run["continued_from_epoch"] for run in runs if run["budget"] == 2.0] == [1]
     else:
         final = pd.read_csv(out / "final_front.csv")
-        assert len(final) == len(result.pareto_front) and (final["n_seeds"] == 1).all()
+        assert len(final) == len(result.final.front) >= 1 and (final["n_seeds"] == 1).all()

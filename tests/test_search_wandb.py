@@ -11,7 +11,7 @@ from fairnas.search import SearchSettings, run_search
 from fairnas.tasks.search import report_search
 
 ZDT1 = NoisyMultiFidelityProblem("zdt1", n_variables=3)
-SETTINGS = SearchSettings(objectives=ZDT1.objectives, min_budget=1, max_budget=4, strategy="random", n_trials=3)
+SETTINGS = SearchSettings(objectives=ZDT1.objectives, min_budget=1, max_budget=4, strategy="random", n_trials=3, final={"seeds": 0})
 
 
 @pytest.fixture(scope="module")

@@ -9,20 +9,23 @@ search, SIGKILL included, continues without losing or repeating finished trials.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import logging
 import math
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ConfigSpace import ConfigurationSpace
 
 from fairnas.io import atomic_path
+from fairnas.search.final import FinalResult, fresh_seeds, run_final_stage, select_candidates
 from fairnas.search.nsga2 import Nsga2Strategy
 from fairnas.search.parallel import TrialPool, open_pool
 from fairnas.search.progress import progress_line
-from fairnas.search.records import TrialKey, TrialRecord, TrialStore, trial_key
+from fairnas.search.records import RunKey, TrialRecord, TrialStore, run_key
 from fairnas.search.result import SETTINGS_FILE, TRIALS_FILE, SearchResult, write_outputs
 from fairnas.search.settings import SearchSettings, check_compatible
 from fairnas.search.space import KeyValidator, SearchSpace, check_known_keys, load_space
@@ -44,6 +47,8 @@ def run_search(
     known_objectives: Collection[str] | None = None,
     known_keys: KeyValidator | None = None,
     invariants: Mapping[str, Any] | None = None,
+    final_target: Target | None = None,
+    final_metrics: Sequence[str] = (),
 ) -> SearchResult:
     """Search ``space`` for configurations minimising every objective; resume from ``output_dir``.
 
@@ -61,6 +66,12 @@ def run_search(
     recorded in search.json) or stops with a ValueError naming what differs; so does a strategy whose
     library is missing. Writes trials.csv, pareto_front.csv, pareto_front.png, hypervolume.csv,
     search.json and, for SMAC, its output (smac3/) into ``output_dir``.
+
+    Then, unless ``settings.final.seeds`` is 0, the final-selection stage (:mod:`fairnas.search.final`) re-trains the
+    best full-budget configurations with fresh seeds on the same pool, through ``final_target`` (default
+    ``target``), recording the objectives and ``final_metrics`` (more values ``final_target`` returns, e.g. test
+    metrics); it writes final_trials.csv, final_candidates.csv and final_front.csv, and its runs are read back on
+    resume like the search's trials. Its epochs come on top of ``total_budget``.
     """
     search_space = _as_search_space(space)
     if known_keys is not None:
@@ -75,16 +86,67 @@ def run_search(
     store = TrialStore(output_dir / TRIALS_FILE, settings.objectives, list(search_space.keys))
     if store.records:
         log.info("resuming search in %s with %d finished trials", output_dir, len(store.records))
-    if _within_limits(settings, len(store.records), sum(record.budget for record in store.records)):
-        strategy = build_strategy(configspace, output_dir)
-        with open_pool(
-            settings.n_workers, dask_address=settings.dask_address, dask_scheduler_file=settings.dask_scheduler_file
-        ) as pool:
-            _SearchLoop(target=target, strategy=strategy, pool=pool, store=store, settings=settings).run()
+    with contextlib.ExitStack() as stack:
+        pools: list[TrialPool] = []
 
-    result = SearchResult.from_trials(store.frame(), settings.objectives, settings.max_budget, output_dir)
+        def pool() -> TrialPool:  # opened once, when the first trial or re-training run needs it
+            if not pools:
+                pools.append(
+                    stack.enter_context(
+                        open_pool(
+                            settings.n_workers,
+                            dask_address=settings.dask_address,
+                            dask_scheduler_file=settings.dask_scheduler_file,
+                        )
+                    )
+                )
+            return pools[0]
+
+        if _within_limits(settings, len(store.records), sum(record.budget for record in store.records)):
+            strategy = build_strategy(configspace, output_dir)
+            _SearchLoop(target=target, strategy=strategy, pool=pool(), store=store, settings=settings).run()
+        result = SearchResult.from_trials(store.frame(), settings.objectives, settings.max_budget, output_dir)
+        if settings.final.seeds:
+            final = _final_stage(final_target or target, result, settings, list(search_space.keys), final_metrics, pool)
+            result = dataclasses.replace(result, final=final)
     write_outputs(result, settings.reference_point, plot=True)
     return result
+
+
+def _final_stage(
+    target: Target,
+    result: SearchResult,
+    settings: SearchSettings,
+    hyperparameters: list[str],
+    extra_metrics: Sequence[str],
+    pool: Callable[[], TrialPool],
+) -> FinalResult | None:
+    """The final-selection stage on the search's trials (None when no trial reached the full budget)."""
+    candidates = select_candidates(result.trials, settings.objectives, settings.max_budget, settings.final.top_k)
+    if candidates.empty:
+        log.warning("final stage skipped: no successful trial at the full budget (%g)", settings.max_budget)
+        return None
+    seeds = fresh_seeds(result.trials["seed"], settings.final.seeds)
+    final = run_final_stage(
+        target,
+        candidates,
+        seeds=seeds,
+        budget=settings.max_budget,
+        objectives=settings.objectives,
+        metrics=[*settings.objectives, *extra_metrics],
+        crash_costs=settings.crash_costs,
+        hyperparameters=hyperparameters,
+        pool=pool,
+        output_dir=result.output_dir,
+    )
+    log.info(
+        "final stage: %d candidates x seeds %s, %g epochs; front of means: %d configurations",
+        len(candidates),
+        seeds,
+        final.epochs,
+        len(final.front),
+    )
+    return final
 
 
 def _within_limits(settings: SearchSettings, n_started: int, budget_started: float) -> bool:
@@ -114,9 +176,9 @@ class _SearchLoop:
         self._pool = pool
         self._store = store
         self._settings = settings
-        self._finished: dict[TrialKey, TrialRecord] = {record.key: record for record in store.records}
-        self._told: set[TrialKey] = set()
-        self._running: dict[TrialKey, list[Proposal]] = {}
+        self._finished: dict[RunKey, TrialRecord] = {record.run_key: record for record in store.records}
+        self._told: set[RunKey] = set()
+        self._running: dict[RunKey, list[Proposal]] = {}
         self._next_trial_id = max((record.trial_id for record in store.records), default=-1) + 1
         self._exhausted = False
 
@@ -138,7 +200,7 @@ class _SearchLoop:
                     self._exhausted = True
                     log.info("the strategy has no new configuration left; stopping")
                 return
-            key = trial_key(proposal.config, proposal.budget)
+            key = run_key(proposal.config, proposal.budget, self._seed(proposal))
             if key in self._finished or key in self._running:
                 repeated += key in self._told or key in self._running
                 self._share_result(key, proposal)
@@ -153,7 +215,7 @@ class _SearchLoop:
                 evaluate_trial,
                 self._target,
                 proposal.config,
-                self._settings.seed,
+                key[2],
                 proposal.budget,
                 self._store.objectives,
                 self._settings.crash_costs,
@@ -161,12 +223,16 @@ class _SearchLoop:
             self._next_trial_id += 1
             repeated = 0
 
+    def _seed(self, proposal: Proposal) -> int:
+        """The training seed of a proposal: the one its strategy asks for, else the search's."""
+        return self._settings.seed if proposal.seed is None else proposal.seed
+
     def _may_start(self) -> bool:
         started = len(self._store.records) + len(self._running)
         budget = sum(record.budget for record in self._store.records) + sum(key[1] for key in self._running)
         return _within_limits(self._settings, started, budget)
 
-    def _share_result(self, key: TrialKey, proposal: Proposal) -> None:
+    def _share_result(self, key: RunKey, proposal: Proposal) -> None:
         """A proposal for a finished trial gets its recorded result; one for a running trial waits for it."""
         if key in self._running:
             self._running[key].append(proposal)
@@ -181,12 +247,12 @@ class _SearchLoop:
                 self._strategy.tell_record(record)
                 self._told.add(key)
 
-    def _finish(self, key: TrialKey, trial_id: int, outcome: TrialOutcome | None, error: BaseException | None) -> None:
+    def _finish(self, key: RunKey, trial_id: int, outcome: TrialOutcome | None, error: BaseException | None) -> None:
         proposals = self._running.pop(key)
         if error is not None:  # the worker itself failed (e.g. killed); evaluate_trial never raises
             outcome = crashed_outcome(self._store.objectives, self._settings.crash_costs, error, wall_time_s=math.nan)
         assert outcome is not None  # a pool gives (token, result, None) or (token, None, error)
-        record = TrialRecord(trial_id, proposals[0].config, proposals[0].budget, self._settings.seed, outcome)
+        record = TrialRecord(trial_id, proposals[0].config, proposals[0].budget, key[2], outcome)
         self._store.append(record)  # durable before anything else
         self._finished[key] = record
         self._told.add(key)

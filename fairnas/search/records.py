@@ -22,11 +22,18 @@ BASE_COLUMNS = ("trial_id", "config_id", "budget", "seed", "status")
 TAIL_COLUMNS = ("wall_time_s", "finished_at", "error_message", "config")
 RESERVED_COLUMNS = frozenset(BASE_COLUMNS + TAIL_COLUMNS)
 TrialKey = tuple[str, float]
+RunKey = tuple[str, float, int]
 
 
 def trial_key(config: dict[str, Any], budget: float) -> TrialKey:
-    """Identity of a trial within one search: the configuration and the budget it ran at."""
+    """A strategy's identity of a trial: the configuration and the budget it ran at."""
     return config_id(config), round(float(budget), 9)
+
+
+def run_key(config: dict[str, Any], budget: float, seed: int) -> RunKey:
+    """The search loop's identity of a trial: configuration, budget and training seed (SMAC with ``n_seeds`` > 1
+    and the final stage train one configuration and budget with several seeds)."""
+    return (*trial_key(config, budget), int(seed))
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,10 @@ class TrialRecord:
     @property
     def key(self) -> TrialKey:
         return trial_key(self.config, self.budget)
+
+    @property
+    def run_key(self) -> RunKey:
+        return run_key(self.config, self.budget, self.seed)
 
 
 class TrialStore:

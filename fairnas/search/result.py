@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from fairnas.io import atomic_path, write_csv_atomic
+from fairnas.search.final import FINAL_CANDIDATES_FILE, FINAL_FRONT_FILE, FINAL_TRIALS_FILE, FinalResult
 from fairnas.search.hypervolume import ReferencePoint, default_reference_point, hypervolume, hypervolume_curve
 from fairnas.search.pareto import final_trials, pareto_front
 from fairnas.search.plots import pareto_figure
@@ -21,13 +22,15 @@ TRIALS_FILE = "trials.csv"
 
 @dataclass(frozen=True)
 class SearchResult:
-    """Trials of a search (one row each, in finishing order) and the front at the maximum budget."""
+    """Trials of a search (one row each, in finishing order), the observed front at the maximum budget and, when the
+    search ran its final stage, that stage's result (``final``: the search's answer, a front of means over seeds)."""
 
     trials: pd.DataFrame
     pareto_front: pd.DataFrame
     objectives: tuple[str, ...]
     max_budget: float
     output_dir: Path
+    final: FinalResult | None = None
 
     @classmethod
     def from_trials(
@@ -45,7 +48,12 @@ class SearchResult:
         settings = json.loads((output_dir / SETTINGS_FILE).read_text())
         trials = pd.read_csv(output_dir / TRIALS_FILE)
         trials["error_message"] = trials["error_message"].fillna("")
-        return cls.from_trials(trials, settings["objectives"], settings["max_budget"], output_dir)
+        result = cls.from_trials(trials, settings["objectives"], settings["max_budget"], output_dir)
+        files = [output_dir / name for name in (FINAL_TRIALS_FILE, FINAL_CANDIDATES_FILE, FINAL_FRONT_FILE)]
+        if all(file.is_file() for file in files):
+            final = FinalResult(*(pd.read_csv(file) for file in files))
+            result = cls(result.trials, result.pareto_front, result.objectives, result.max_budget, output_dir, final)
+        return result
 
     def hypervolume(self, reference_point: ReferencePoint) -> float:
         """Hypervolume of the Pareto front with respect to ``reference_point`` (all minimised)."""
@@ -86,7 +94,8 @@ def write_outputs(result: SearchResult, reference_point: Sequence[float] | None,
     write_csv_atomic(result.pareto_front, result.output_dir / "pareto_front.csv")
     write_csv_atomic(curve, result.output_dir / "hypervolume.csv")
     if plot:
-        figure = pareto_figure(result.trials, result.pareto_front, result.objectives, result.max_budget)
+        final_front = None if result.final is None else result.final.candidates
+        figure = pareto_figure(result.trials, result.pareto_front, result.objectives, result.max_budget, final_front)
         with atomic_path(result.output_dir / "pareto_front.png") as tmp:
             figure.savefig(tmp, dpi=120, format="png")
     return curve

@@ -9,7 +9,10 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from fairnas.search.records import RESERVED_COLUMNS
-from fairnas.search.strategies import MULTI_OBJECTIVE_ALGORITHMS, SCHEDULERS, STRATEGIES
+
+STRATEGIES = ("smac", "random", "moasha", "nsga2")
+SCHEDULERS = ("hyperband", "successive_halving")
+MULTI_OBJECTIVE_ALGORITHMS = ("parego", "mean")
 
 RESUME_INVARIANT_FIELDS = (
     "strategy",
@@ -24,8 +27,36 @@ RESUME_INVARIANT_FIELDS = (
     "crash_cost",
     "seed",
     "population_size",
+    "n_seeds",
 )
 """Settings a resumed search must share with the run that started it (the rest may change between runs)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FinalSettings:
+    """The final-selection stage (thesis Sec. 4.5.1): after the search, the ``top_k`` best full-budget
+    configurations (non-dominated sorting of their observed objectives) are re-trained at the maximum budget with
+    ``seeds`` training seeds the search did not use, and the search's answer is the non-dominated set of their
+    means. ``seeds=0``: no final stage, the answer is the observed front."""
+
+    top_k: int = 3
+    seeds: int = 2
+
+    @classmethod
+    def from_mapping(cls, mapping: FinalSettings | Mapping[str, Any] | None) -> FinalSettings:
+        """Settings from ``search.final`` (a dict or an OmegaConf node); unknown keys and bad values are named."""
+        if isinstance(mapping, FinalSettings):
+            return mapping
+        mapping = dict(mapping or {})
+        allowed = [field.name for field in dataclasses.fields(cls)]
+        unknown = [str(key) for key in mapping if key not in allowed]
+        if unknown:
+            raise ValueError(f"unknown search.final settings {unknown}; allowed: {allowed}")
+        values = {"top_k": cls.top_k, "seeds": cls.seeds, **mapping}
+        return cls(
+            top_k=_integer("final.top_k", values["top_k"], minimum=1),
+            seeds=_integer("final.seeds", values["seeds"], minimum=0),
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,11 +67,14 @@ class SearchSettings:
     ``population_size``); docs/search_strategies.md describes them.
 
     Objectives are all minimised. The search stops after ``n_trials`` trials or once the finished trials'
-    budgets sum to ``total_budget`` (give one or both). ``crash_cost`` is every objective's value for a crashed
-    trial, or one value per objective. ``reference_point`` fixes the hypervolume reference (default: the worst
-    max-budget value per objective plus 10% of its range). Building the settings checks every value, with a
-    one-line ValueError naming the ``search.<key>``; ``check_compatible`` adds the checks that need the space
-    and the target. Lists (OmegaConf list nodes included) become tuples, numbers floats or ints.
+    budgets sum to ``total_budget`` (give one or both); the ``final`` stage (:class:`FinalSettings`) then re-trains
+    the best configurations with fresh seeds, its epochs on top of ``total_budget``. ``n_seeds`` > 1 lets SMAC's
+    intensifier evaluate configurations with that many training seeds (its own answer to noise). ``crash_cost`` is
+    every objective's value for a crashed trial, or one value per objective. ``reference_point`` fixes the
+    hypervolume reference (default: the worst max-budget value per objective plus 10% of its range). Building the
+    settings checks every value, with a one-line ValueError naming the ``search.<key>``; ``check_compatible`` adds
+    the checks that need the space and the target. Lists (OmegaConf list nodes included) become tuples, numbers
+    floats or ints.
     """
 
     objectives: tuple[str, ...]
@@ -62,6 +96,8 @@ class SearchSettings:
     dask_scheduler_file: str | None = None
     initial_design_size: int | None = None
     population_size: int = 20
+    n_seeds: int = 1
+    final: FinalSettings = dataclasses.field(default_factory=FinalSettings)
 
     def __post_init__(self) -> None:
         for name, value in self._normalised().items():
@@ -80,7 +116,11 @@ class SearchSettings:
         unknown = [str(key) for key in mapping if key not in allowed]
         if unknown:
             raise ValueError(f"unknown search settings {unknown}; allowed: {list(allowed)}")
-        required = [field.name for field in dataclasses.fields(cls) if field.default is dataclasses.MISSING]
+        required = [
+            field.name
+            for field in dataclasses.fields(cls)
+            if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+        ]
         missing = [name for name in required if name not in mapping]
         if missing:
             raise ValueError(f"search settings lack {missing}")
@@ -115,6 +155,8 @@ class SearchSettings:
             "n_workers": _integer("n_workers", self.n_workers, minimum=1),
             "initial_design_size": _optional(_integer, "initial_design_size", self.initial_design_size, minimum=0),
             "population_size": _integer("population_size", self.population_size, minimum=2),
+            "n_seeds": _integer("n_seeds", self.n_seeds, minimum=1),
+            "final": FinalSettings.from_mapping(self.final),
         }
 
     def _validate(self) -> None:
@@ -137,7 +179,9 @@ class SearchSettings:
         if self.total_budget is not None and self.total_budget <= 0:
             raise ValueError(f"search.total_budget must be > 0, got {self.total_budget}")
         _check_choice("strategy", self.strategy, STRATEGIES)
-        _check_choice("scheduler", self.scheduler, tuple(SCHEDULERS))
+        _check_choice("scheduler", self.scheduler, SCHEDULERS)
+        if self.n_seeds > 1 and self.strategy != "smac":
+            raise ValueError(f"search.n_seeds={self.n_seeds} needs search.strategy=smac (its intensifier's seeds)")
         _check_choice("multi_objective", self.multi_objective, MULTI_OBJECTIVE_ALGORITHMS)
         if self.dask_address is not None and self.dask_scheduler_file is not None:
             raise ValueError("give search.dask_address or search.dask_scheduler_file, not both")

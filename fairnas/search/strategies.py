@@ -12,11 +12,13 @@ import copy
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from ConfigSpace import Configuration, ConfigurationSpace
 from smac import MultiFidelityFacade, Scenario
+from smac.intensifier.abstract_intensifier import AbstractIntensifier
 from smac.intensifier.hyperband import Hyperband
+from smac.intensifier.intensifier import Intensifier
 from smac.intensifier.successive_halving import SuccessiveHalving
 from smac.main.exceptions import ConfigurationSpaceExhaustedException
 from smac.model.random_forest import RandomForest
@@ -27,23 +29,21 @@ from smac.runhistory.dataclasses import TrialInfo, TrialValue
 from smac.runhistory.enumerations import StatusType
 
 from fairnas.search.records import TrialRecord
+from fairnas.search.settings import SearchSettings
 from fairnas.search.trial import SUCCESS, TrialOutcome, native_config
 
-if TYPE_CHECKING:  # settings.py imports the names below
-    from fairnas.search.settings import SearchSettings
-
-STRATEGIES = ("smac", "random", "moasha", "nsga2")
 SCHEDULERS = {"hyperband": Hyperband, "successive_halving": SuccessiveHalving}
-MULTI_OBJECTIVE_ALGORITHMS = ("parego", "mean")
 
 
 @dataclass(frozen=True)
 class Proposal:
-    """A trial a strategy wants evaluated; ``handle`` is the strategy's own trial object."""
+    """A trial a strategy wants evaluated; ``handle`` is the strategy's own trial object; ``seed`` the training
+    seed it asks for (None: the search's seed)."""
 
     config: dict[str, Any]
     budget: float
     handle: Any = None
+    seed: int | None = None
 
 
 class Strategy(Protocol):
@@ -83,30 +83,43 @@ class SmacStrategy:
     """SMAC3 MultiFidelityFacade driven through ask/tell.
 
     Uses ``incumbent_selection="highest_budget"``: with SMAC 2.4, multi-objective Hyperband and the
-    default selection fail in ``update_incumbents`` (SMAC3 issue #1050).
+    default selection fail in ``update_incumbents`` (SMAC3 issue #1050). Every trial trains with the search's seed.
+
+    ``settings.n_seeds`` > 1 is SMAC's own answer to noise: the scenario is not deterministic and a configuration is
+    raced against the incumbents on up to ``n_seeds`` training seeds of SMAC's choosing (every proposal carries its
+    seed). SMAC 2.x's Hyperband and successive halving take one seed when they use budgets, so this runs SMAC's
+    plain intensifier instead, every trial at ``max_budget``: no multi-fidelity.
     """
 
     def __init__(self, configspace: ConfigurationSpace, settings: SearchSettings, *, output_directory: Path):
         self._objectives = settings.objectives
+        self._seeded = settings.n_seeds > 1
         # SMAC sizes its initial design from the expected number of trials.
         if settings.n_trials is not None:
             n_trials_hint = settings.n_trials
         else:
             assert settings.total_budget is not None  # SearchSettings requires n_trials or total_budget
             n_trials_hint = max(1, int(settings.total_budget // settings.min_budget))
+        self._max_budget = settings.max_budget
+        budgets = {} if self._seeded else {"min_budget": settings.min_budget, "max_budget": settings.max_budget}
         scenario = Scenario(
             copy.deepcopy(configspace),
             name="smac",
             output_directory=output_directory,
-            deterministic=True,
+            deterministic=not self._seeded,
             objectives=list(settings.objectives),
             crash_cost=list(settings.crash_costs),
             n_trials=n_trials_hint,
-            min_budget=settings.min_budget,
-            max_budget=settings.max_budget,
             seed=settings.seed,
+            **budgets,
         )
-        intensifier = SCHEDULERS[settings.scheduler](scenario, eta=settings.eta, incumbent_selection="highest_budget")
+        intensifier: AbstractIntensifier
+        if self._seeded:
+            intensifier = Intensifier(scenario, max_config_calls=settings.n_seeds, seed=settings.seed)
+        else:
+            intensifier = SCHEDULERS[settings.scheduler](
+                scenario, eta=settings.eta, incumbent_selection="highest_budget"
+            )
         aggregation: AbstractMultiObjectiveAlgorithm | None
         if len(settings.objectives) == 1:
             aggregation = None
@@ -137,6 +150,8 @@ class SmacStrategy:
                 info = self._smac.ask()
         except ConfigurationSpaceExhaustedException:
             return None
+        if self._seeded:  # SMAC's plain intensifier: every trial at the maximum budget, with SMAC's seed
+            return Proposal(native_config(info.config), self._max_budget, info, seed=info.seed)
         assert info.budget is not None  # the multi-fidelity intensifiers give every trial a budget
         return Proposal(native_config(info.config), float(info.budget), info)
 
@@ -147,8 +162,11 @@ class SmacStrategy:
         """Feed a trial finished in an earlier (interrupted) run back to SMAC (after a first ``ask``)."""
         config = Configuration(self._smac.scenario.configspace, values=record.config)
         # deterministic scenario: one instance seed, the one SMAC gives every trial it asks for
-        seed = self._smac.intensifier.get_instance_seed_keys_of_interest()[0].seed
-        info = TrialInfo(config=config, seed=seed, budget=record.budget)
+        if self._seeded:
+            info = TrialInfo(config=config, seed=record.seed)
+        else:
+            seed = self._smac.intensifier.get_instance_seed_keys_of_interest()[0].seed
+            info = TrialInfo(config=config, seed=seed, budget=record.budget)
         self._smac.tell(info, self._trial_value(record.outcome))
 
     def _trial_value(self, outcome: TrialOutcome) -> TrialValue:

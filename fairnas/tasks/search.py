@@ -3,27 +3,23 @@ error-vs-fairness Pareto front (thesis Sec. 4.4).
 
 Glue between the face-agnostic search (``fairnas.search``) and training: the target trains a configuration with
 :func:`~fairnas.tasks.train.train` (continuing lower-budget checkpoints, :mod:`fairnas.tasks.search_target`), and
-the Pareto configurations are finally re-trained with several seeds the search never used and reported on validation
-and test as mean and standard error (thesis Sec. 4.5.1). The loop settings (``cfg.search``'s fields of
-:class:`~fairnas.search.SearchSettings`) are validated before any trial runs.
+the final stage re-trains the best configurations with seeds the search never used, reported on validation and
+test as mean and standard error (thesis Sec. 4.5.1; :mod:`fairnas.search.final`). The loop settings
+(``cfg.search``'s fields of :class:`~fairnas.search.SearchSettings`) are validated before any trial runs.
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-import pandas as pd
 from hydra.errors import HydraException
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from fairnas.config import compose_config, resolve_space_path
-from fairnas.io import write_csv_atomic
 from fairnas.metrics import IDENTIFICATION_METRICS
 from fairnas.search import SearchResult, SearchSettings, SearchSpace, load_space, run_search
 from fairnas.search.space import check_known_keys
@@ -33,14 +29,12 @@ from fairnas.tasks.search_target import TrainingTarget, epochs_saved
 from fairnas.tasks.train import read_checkpoint_settings
 
 log = logging.getLogger(__name__)
-FINAL_FRONT_FILE = "final_front.csv"
 ROBUSTNESS_BIAS = "robustness_bias"  # thesis eq. 2.3, reported with eval.robustness_bias=true
 
 
 def run_face_search(cfg: DictConfig) -> SearchResult:
-    """Run the search described by ``cfg.search``; outputs go to ``cfg.output_dir``."""
+    """Run the search described by ``cfg.search`` and its final stage; outputs go to ``cfg.output_dir``."""
     search = cfg.search
-    _check_final_seeds(search.final_seeds)
     settings = SearchSettings.from_mapping(
         {name: search[name] for name in SearchSettings.field_names() if name in search}
     )
@@ -65,69 +59,32 @@ def run_face_search(cfg: DictConfig) -> SearchResult:
     )
     # What every trial trains with, beyond the loop settings: a resumed search must not mix in other results.
     invariants = {"train_overrides": train_overrides, "split": search.split}
+    final_target = target.reporting_test()  # the final stage's runs also evaluate the test split
     result = run_search(
-        target, space, settings, output_dir=output_dir, known_objectives=known_objectives(), invariants=invariants
+        target,
+        space,
+        settings,
+        output_dir=output_dir,
+        known_objectives=known_objectives(),
+        invariants=invariants,
+        final_target=final_target,
+        final_metrics=final_target.extra_metrics,
     )
     trained, saved = epochs_saved(output_dir / "trials")
+    final_epochs = 0.0 if result.final is None else result.final.epochs
     log.info(
-        "search done: %d trials, front of %d; %d epochs trained, %d saved by continuing across fidelities",
+        "search done: %d trials, front of %d; %d epochs trained (%g of them by the final stage), %d saved by "
+        "continuing across fidelities",
         len(result.trials),
         len(result.pareto_front),
         trained,
+        final_epochs,
         saved,
     )
-    if search.final_seeds:
-        seeds = fresh_seeds(result.trials["seed"], search.final_seeds)
-        final = evaluate_front(result, target, seeds=seeds)
-        write_csv_atomic(final, output_dir / FINAL_FRONT_FILE)
-        log.info("final front over seeds %s:\n%s", seeds, final.to_string(index=False))
+    if result.final is not None:
+        log.info("final front (mean and standard error over seeds):\n%s", result.final.front.to_string(index=False))
     report_search(cfg, result, settings)
     return result
-
-
-def _check_final_seeds(final_seeds: Any) -> None:
-    if final_seeds is not None and (
-        isinstance(final_seeds, bool) or not isinstance(final_seeds, int) or final_seeds < 1
-    ):
-        raise ValueError(
-            f"search.final_seeds={final_seeds} must be a positive number of seeds, or null for no final evaluation"
-        )
-
-
-def fresh_seeds(used: Iterable[int], n: int) -> list[int]:
-    """The ``n`` smallest non-negative seeds not in ``used`` (the trials' seeds): the final evaluation re-trains
-    the front with new seeds rather than reusing the runs whose validation results selected it."""
-    used = {int(seed) for seed in used}
-    return list(itertools.islice((seed for seed in itertools.count() if seed not in used), n))
-
-
-def evaluate_front(result: SearchResult, target: TrainingTarget, seeds: Sequence[int]) -> pd.DataFrame:
-    """Re-train every Pareto configuration at the maximum budget with each seed; mean and standard error.
-
-    Columns: ``config_id``, ``config`` (JSON), ``n_seeds``, ``seeds`` (JSON list), then
-    ``<split>/<objective>_mean`` and ``_sem`` for the validation and test splits.
-    """
-    rows = []
-    for front_row in result.pareto_front.to_dict("records"):
-        config = json.loads(front_row["config"])
-        runs = [target.run(config, seed, result.max_budget, test=True) for seed in seeds]
-        values = pd.DataFrame(
-            [
-                {f"{split}/{name}": float(run[split][name]) for split in ("val", "test") for name in result.objectives}
-                for run in runs
-            ]
-        )
-        summary = {
-            "config_id": front_row["config_id"],
-            "config": front_row["config"],
-            "n_seeds": len(runs),
-            "seeds": json.dumps([int(seed) for seed in seeds]),
-        }
-        for column in values:
-            summary[f"{column}_mean"] = values[column].mean()
-            summary[f"{column}_sem"] = values[column].sem() if len(values) > 1 else 0.0
-        rows.append(summary)
-    return pd.DataFrame(rows)
 
 
 def report_search(cfg: DictConfig, result: SearchResult, settings: SearchSettings) -> None:
@@ -158,6 +115,10 @@ def report_search(cfg: DictConfig, result: SearchResult, settings: SearchSetting
         report.log_table("trials", result.trials)
         report.log_image("pareto_scatter", result.output_dir / "pareto_front.png")
         report.metrics({"front_size": len(result.pareto_front), "n_trials": len(result.trials)})
+        if result.final is not None:
+            report.log_table("final_front", result.final.front)
+            report.log_table("final_trials", result.final.trials)
+            report.metrics({"final_front_size": len(result.final.front), "final_epochs": result.final.epochs})
         if reference is not None:
             report.log_table("hypervolume_curve", result.hypervolume_curve(reference))
             report.metrics({"hypervolume": result.hypervolume(reference)})

@@ -7,6 +7,7 @@ exactly where training to b' directly would (beyond the paper, which retrained e
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -29,8 +30,9 @@ class TrainingTarget:
     whose ``trial.json`` exists is not trained again.
 
     A trial needs only the metrics of its last epoch on ``split``: it validates once, after its last epoch
-    (``trainer.check_val_every_n_epoch``), and skips the test split unless ``split`` is ``test`` or :meth:`run` is
-    asked for it (the final seeds). These settings come before ``base_overrides``, which may change them.
+    (``trainer.check_val_every_n_epoch``), and skips the test split unless ``split`` is ``test`` or ``test`` is set
+    (:meth:`reporting_test`: the final stage's runs, which also return ``test/<objective>``). These settings come
+    before ``base_overrides``, which may change them.
     """
 
     def __init__(
@@ -43,6 +45,7 @@ class TrainingTarget:
         base_overrides: Sequence[str] = (),
         split: str = "val",
         continue_across_fidelities: bool = True,
+        test: bool = False,
     ):
         self.overrides = overrides
         self.objectives = list(objectives)
@@ -51,10 +54,23 @@ class TrainingTarget:
         self.base_overrides = list(base_overrides)
         self.split = split
         self.continue_across_fidelities = continue_across_fidelities
+        self.test = test
 
     def __call__(self, config: dict[str, Any], seed: int, budget: float) -> dict[str, float]:
-        metrics = self.run(config, seed, budget)
-        return {name: metrics[self.split][name] for name in self.objectives}
+        metrics = self.run(config, seed, budget, test=self.test)
+        values = {name: metrics[self.split][name] for name in self.objectives}
+        return values | {f"test/{name}": metrics["test"][name] for name in self.objectives if self.test}
+
+    @property
+    def extra_metrics(self) -> list[str]:
+        """What a call returns beside the objectives: ``test/<objective>`` when it evaluates the test split."""
+        return [f"test/{name}" for name in self.objectives] if self.test else []
+
+    def reporting_test(self) -> TrainingTarget:
+        """This target, its runs also evaluating the test split and returning ``test/<objective>``."""
+        reporting = copy.copy(self)
+        reporting.test = True
+        return reporting
 
     def run(self, config: dict[str, Any], seed: int, budget: float, test: bool = False) -> dict:
         """Train ``config`` to ``budget`` epochs (continuing a lower-budget run if allowed); the full metrics, with
