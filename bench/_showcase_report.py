@@ -105,7 +105,7 @@ def search_curve_figure(runs: pd.DataFrame, total_budget: float, live: pd.DataFr
         )
         mean = curves.mean(axis=0)
         sem = curves.std(axis=0, ddof=1) / math.sqrt(len(curves)) if len(curves) > 1 else np.zeros_like(mean)
-        label = f"{search_efficiency.METHODS[method]}, table ({len(curves)} seeds)"
+        label = f"{search_efficiency.METHODS[method].label}, table ({len(curves)} seeds)"
         axis.plot(grid, mean, color=colour, label=label)
         axis.fill_between(grid, mean - sem, mean + sem, color=colour, alpha=0.25)
     for seed, curve in live.groupby("seed"):
@@ -265,7 +265,7 @@ def live_table(live_runs: pd.DataFrame, search: pd.DataFrame, total_budget: floa
     A live trial carries its own seed's training noise, the table's front the best of seed 0's. To tell the
     search's choices from that noise, the share is also given with the table's values of the configurations the
     live search trained to the full budget ("at table values")."""
-    lookup = table.make_target(None, True)[0].lookup
+    lookup = table.make_target(None, True, 0)[0].lookup
     scale = table.max_hypervolume
     rows = []
     for seed, curve in live_runs.groupby("seed"):

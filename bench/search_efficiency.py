@@ -56,7 +56,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import logging
+import math
 import os
 import sys
 import tempfile
@@ -70,6 +72,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+from _answer_quality import Truth, answer, quality
 from _compute_meter import ComputeBudgetReached, CostMeter, EpochsTrained, MeteredTarget, RetrainingCost
 from _efficiency_figure import efficiency_figure, volume_on_grid
 from analytic import NoisyMultiFidelityProblem
@@ -77,19 +80,43 @@ from tabular import TableTarget, front_hypervolume, load_table
 
 from fairnas.io import write_csv_atomic, write_text_atomic
 from fairnas.search import SearchResult, SearchSettings, SearchSpace, load_space, run_search
+from fairnas.search.final import FINAL_TRIALS_FILE
 from fairnas.search.hypervolume import hypervolume_curve
 from fairnas.search.result import TRIALS_FILE
+from fairnas.search.settings import FinalSettings
 from fairnas.search.trial import Target
 from fairnas.tasks.search_target import TrainingTarget
 
 REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Method:
+    """A search method of the benchmark: a strategy, whether promoted configurations continue their checkpoints,
+    ``SearchSettings`` overrides, and whether the final-selection stage re-trains its best configurations."""
+
+    label: str
+    strategy: str
+    continuing: bool = True
+    settings: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    final: bool = False
+
+
 METHODS = {
-    "smac": "SMAC, continuing",
-    "smac_scratch": "SMAC, from scratch",
-    "random": "random search",
-    "moasha": "Syne Tune MO-ASHA",
-    "nsga2": "NSGA-II",
+    "smac": Method("SMAC, continuing", "smac"),
+    "smac_scratch": Method("SMAC, from scratch", "smac", continuing=False),
+    "random": Method("random search", "random"),
+    "moasha": Method("Syne Tune MO-ASHA", "moasha"),
+    "nsga2": Method("NSGA-II", "nsga2"),
+    "smac+final": Method("SMAC + final stage", "smac", final=True),
+    "random+final": Method("random search + final stage", "random", final=True),
+    "moasha+final": Method("MO-ASHA + final stage", "moasha", final=True),
+    "nsga2+final": Method("NSGA-II + final stage", "nsga2", final=True),
+    "smac_seeds2": Method("SMAC racing 2 seeds (full budget)", "smac", settings={"n_seeds": 2}),
+    "smac_seeds3": Method("SMAC racing 3 seeds (full budget)", "smac", settings={"n_seeds": 3}),
 }
+DEFAULT_METHODS = ("smac", "smac_scratch", "random", "moasha", "nsga2")
+FINAL = FinalSettings()  # the final stage of the methods that have one: search.final's defaults
 FACE_OVERRIDES = (
     "experiment=smoke",
     "trainer=cpu",
@@ -113,11 +140,14 @@ class Problem:
     eta: int
     reference_point: tuple[float, ...]
     default_total_budget: float
-    make_target: Callable[[Path, bool], tuple[Target, CostMeter]]
-    """``make_target(run_dir, continue_across_fidelities)`` -> (target, meter of the epochs each call trains)."""
+    make_target: Callable[[Path, bool, int], tuple[Target, CostMeter]]
+    """``make_target(run_dir, continue_across_fidelities, seed)`` -> (target, meter of the epochs each call trains);
+    ``seed`` is the search's seed (a table target draws its order of table seeds from it)."""
     max_hypervolume: float | None = None
     """The best hypervolume any search can reach (a table's own front, an analytic front), when known: results are
     also reported as a share of it."""
+    truth: Truth | None = None
+    """A noisy table's true values (means over its training seeds), by which a search's answer is judged."""
 
 
 def analytic_problem() -> Problem:
@@ -132,7 +162,7 @@ def analytic_problem() -> Problem:
         eta=2,
         reference_point=(1.1, 11.0),
         default_total_budget=400,
-        make_target=lambda run_dir, continuing: (zdt1, RetrainingCost(continuing)),
+        make_target=lambda run_dir, continuing, seed: (zdt1, RetrainingCost(continuing)),
         max_hypervolume=1.1 * 11.0 - 1 / 3,  # the noise-free front f2 = 1 - sqrt(f1) inside (1.1, 11)
     )
 
@@ -152,7 +182,7 @@ def botorch_problem(name: str) -> Problem:
         eta=2,
         reference_point=target.reference_point,
         default_total_budget=400,
-        make_target=lambda run_dir, continuing: (target, RetrainingCost(continuing)),
+        make_target=lambda run_dir, continuing, seed: (target, RetrainingCost(continuing)),
         max_hypervolume=target.max_hypervolume,
     )
 
@@ -171,7 +201,7 @@ def face_problem(
     space = load_space(space_file)
     objectives = ("error", "rank_disparity")
 
-    def make_target(run_dir: Path, continuing: bool) -> tuple[Target, CostMeter]:
+    def make_target(run_dir: Path, continuing: bool, seed: int) -> tuple[Target, CostMeter]:
         target = TrainingTarget(
             space.overrides,
             objectives=objectives,
@@ -196,15 +226,22 @@ def face_problem(
     )
 
 
-def table_problem(name: str = "dpn_showcase", tables: Path | None = None) -> Problem:
+def table_problem(name: str = "dpn_showcase_noisy", tables: Path | None = None) -> Problem:
     """The tabular benchmark ``bench/tables/<name>`` (``bench/tabular.py``): look-ups instead of training, so
-    consumed epochs are charged as if trained (``RetrainingCost``). Reference point: error 1 and 1.1 x the largest
-    validation rank disparity of the table at the maximum budget, so every configuration of the table lies inside."""
+    consumed epochs are charged as if trained (``RetrainingCost``). A search with seed s reads the table's training
+    seeds in an order drawn from s (``Truth.seed_order``): its trials the first, each new training seed (the final
+    stage's, SMAC's racing seeds) the next. Reference point: error 1 and 1.1 x the largest validation rank disparity
+    of the table at the maximum budget, so every configuration of the table lies inside. ``max_hypervolume`` is that
+    of the front of the true values (means over the table's seeds)."""
     table, spec = load_table(name, *([tables] if tables else []))
     objectives, max_budget = tuple(spec["objectives"]), spec["max_budget"]
     final = table[table["epoch"] == max_budget]
     reference_point = (1.0, 1.1 * float(final["val/rank_disparity"].max()))
-    target = TableTarget(table, objectives)
+    truth = Truth(table, objectives, max_budget)
+
+    def make_target(run_dir: Path, continuing: bool, seed: int) -> tuple[Target, CostMeter]:
+        return TableTarget(table, objectives, seed_order=truth.seed_order(seed)), RetrainingCost(continuing)
+
     return Problem(
         name=f"table:{name}",
         space=load_space(REPOSITORY / spec["space"]),
@@ -214,8 +251,9 @@ def table_problem(name: str = "dpn_showcase", tables: Path | None = None) -> Pro
         eta=2,
         reference_point=reference_point,
         default_total_budget=30 * max_budget,
-        make_target=lambda run_dir, continuing: (target, RetrainingCost(continuing)),
+        make_target=make_target,
         max_hypervolume=front_hypervolume(table, objectives, max_budget, reference_point),
+        truth=truth,
     )
 
 
@@ -236,51 +274,115 @@ def run_method(
     total_budget: float,
     run_dir: Path,
     settings: Mapping[str, Any] | None = None,
+    final: FinalSettings = FINAL,
 ) -> pd.DataFrame:
-    """One search until ``total_budget`` epochs are consumed; its trials in finishing order with their ``cost``.
-    ``settings`` override the problem's ``SearchSettings`` (e.g. ``eta``; ``bench/smac_defaults.py``).
+    """One search until ``total_budget`` epochs are consumed; its trials in finishing order with their ``cost`` and
+    ``stage`` (``search``; ``final`` for the final stage's re-training runs). ``settings`` override the problem's
+    ``SearchSettings`` (e.g. ``eta``; ``bench/smac_defaults.py``).
 
-    The result is kept in ``run_dir/consumed.csv``; a run that finished before is read back from it, not re-run,
-    and an interrupted one resumes (its recorded trials count towards ``total_budget``).
+    A method with the final stage searches until ``total_budget`` less the stage's cost (``final.top_k`` x
+    ``final.seeds`` runs at the maximum budget) is consumed, then re-trains its best configurations: the stage's
+    epochs are charged within the same total. The result is kept in ``run_dir/consumed.csv``; a run that finished
+    before is read back from it, not re-run, and an interrupted one resumes (its recorded trials count towards
+    ``total_budget``).
     """
     finished = run_dir / "consumed.csv"
     if finished.is_file():
         return pd.read_csv(finished)
-    target, meter = problem.make_target(run_dir, method != "smac_scratch")
-    metered = MeteredTarget(target, meter, limit=total_budget)
-    if (run_dir / "search" / TRIALS_FILE).is_file():  # an interrupted run resumes: its trials are charged first
-        metered.replay(pd.read_csv(run_dir / "search" / TRIALS_FILE))
+    spec = METHODS[method]
+    final_cost = final.top_k * final.seeds * problem.max_budget if spec.final else 0.0
+    if total_budget - final_cost < problem.max_budget:
+        raise ValueError(
+            f"{method}: total budget {total_budget:g} leaves less than one full trial beside the final stage's "
+            f"{final_cost:g} epochs"
+        )
+    target, meter = problem.make_target(run_dir, spec.continuing, seed)
+    metered = MeteredTarget(target, meter, limit=total_budget - final_cost)
+    search_dir = run_dir / "search"
+    if (search_dir / TRIALS_FILE).is_file():  # an interrupted run resumes: its trials are charged first
+        metered.replay(_replayed_seeds(pd.read_csv(search_dir / TRIALS_FILE), target))
     values = {
         "objectives": problem.objectives,
         "min_budget": problem.min_budget,
         "max_budget": problem.max_budget,
         "eta": problem.eta,
-        "strategy": "smac" if method == "smac_scratch" else method,
+        "strategy": spec.strategy,
         "seed": seed,
         "reference_point": problem.reference_point,
+        "final": {"seeds": 0},
+        **spec.settings,
         **(settings or {}),
     }
     nominal_cap = total_budget * values["eta"] / (values["eta"] - 1) + problem.max_budget
     search_settings = SearchSettings(**values, total_budget=nominal_cap)
     with contextlib.suppress(ComputeBudgetReached):  # trials.csv holds every finished trial
-        run_search(metered, problem.space, search_settings, output_dir=run_dir / "search")
-    trials = SearchResult.load(run_dir / "search").trials
-    trials = trials.assign(cost=metered.costs_of(trials))
+        run_search(metered, problem.space, search_settings, output_dir=search_dir)
+    trials = SearchResult.load(search_dir).trials
+    trials = trials.assign(cost=metered.costs_of(trials), stage="search")
+    if spec.final:
+        trials = pd.concat([trials, _final_stage(problem, target, meter, trials, search_settings, final, search_dir)])
     write_csv_atomic(trials, finished)
     return trials
 
 
+def _replayed_seeds(trials: pd.DataFrame, target: Target) -> pd.DataFrame:
+    """``trials`` of an interrupted run, after their training seeds were replayed to a table target (so that it
+    assigns the table seeds it assigned before)."""
+    if isinstance(target, TableTarget):
+        for seed in trials["seed"]:
+            target.assign(int(seed))
+    return trials
+
+
+def _final_stage(
+    problem: Problem,
+    target: Target,
+    meter: CostMeter,
+    trials: pd.DataFrame,
+    search_settings: SearchSettings,
+    final: FinalSettings,
+    search_dir: Path,
+) -> pd.DataFrame:
+    """The final stage on a finished search (``run_search`` once more, with no trial left to run): its re-training
+    runs with their cost and ``stage`` ``final``."""
+    final_file = search_dir / FINAL_TRIALS_FILE
+    if final_file.is_file():  # resumed mid-stage: replay the seeds already assigned
+        _replayed_seeds(pd.read_csv(final_file), target)
+    metered = MeteredTarget(target, meter, limit=math.inf)
+    settings = dataclasses.replace(search_settings, n_trials=len(trials), total_budget=None, final=final)
+    result = run_search(_never_searched, problem.space, settings, output_dir=search_dir, final_target=metered)
+    if result.final is None:
+        return trials.iloc[:0].assign(stage="final")
+    runs = result.final.trials
+    done_before = len(runs) - len(metered.charges)  # read back on resume: charged as trained
+    costs = [*runs["budget"].iloc[:done_before], *(charge.cost for charge in metered.charges)]
+    return runs.assign(cost=np.asarray(costs, dtype=float), stage="final")
+
+
+def _never_searched(config: dict[str, Any], seed: int, budget: float) -> Mapping[str, float]:
+    raise AssertionError("the search is finished: only the final stage runs")
+
+
 def consumed_curve(trials: pd.DataFrame, problem: Problem) -> pd.DataFrame:
-    """Hypervolume of the max-budget front after each trial against the compute consumed so far."""
-    curve = hypervolume_curve(trials, problem.objectives, problem.max_budget, problem.reference_point)
-    curve["consumed_budget"] = trials["cost"].cumsum().to_numpy()
+    """Hypervolume of the observed max-budget front after each trial of the search proper against the compute
+    consumed so far (the final stage's runs come after the search and add to the consumed compute only)."""
+    search = trials[trials["stage"] == "search"] if "stage" in trials else trials
+    curve = hypervolume_curve(search, problem.objectives, problem.max_budget, problem.reference_point)
+    curve["consumed_budget"] = search["cost"].cumsum().to_numpy()
     return curve
 
 
 def benchmark(
-    problem: Problem, *, methods: Sequence[str], seeds: Sequence[int], total_budget: float, work_dir: Path
+    problem: Problem,
+    *,
+    methods: Sequence[str],
+    seeds: Sequence[int],
+    total_budget: float,
+    work_dir: Path,
+    final: FinalSettings = FINAL,
 ) -> pd.DataFrame:
-    """Every method with every seed; one row per trial: problem, method, seed, the trial, its cost and the curve."""
+    """Every method with every seed; one row per trial (the final stage's runs last, ``stage`` final): problem,
+    method, seed, the trial and its training seed, its cost, and the curve of the observed hypervolume."""
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
         raise ValueError(f"unknown methods {unknown}; allowed: {list(METHODS)}")
@@ -291,7 +393,7 @@ def benchmark(
         for method in methods:
             start = time.perf_counter()
             run_dir = work_dir / problem.name / method / f"seed{seed}"
-            trials = run_method(problem, method, seed=seed, total_budget=total_budget, run_dir=run_dir)
+            trials = run_method(problem, method, seed=seed, total_budget=total_budget, run_dir=run_dir, final=final)
             curve = consumed_curve(trials, problem)
             wall_time_s = time.perf_counter() - start
             print(
@@ -300,20 +402,29 @@ def benchmark(
                 file=sys.stderr,
                 flush=True,
             )
+            searched = len(curve)
+            last = curve.iloc[-1]
+            consumed = np.concatenate(
+                [curve["consumed_budget"], last["consumed_budget"] + trials["cost"].iloc[searched:].cumsum()]
+            )
             runs.append(
                 pd.DataFrame(
                     {
                         "problem": problem.name,
                         "method": method,
                         "seed": seed,
-                        "n_trials": curve["n_trials"],
+                        "stage": trials["stage"].to_numpy(),
+                        "training_seed": trials["seed"].to_numpy(),
+                        "n_trials": np.arange(1, len(trials) + 1),
                         "config_id": trials["config_id"].to_numpy(),
                         "budget": trials["budget"].to_numpy(dtype=float),
                         "status": trials["status"].to_numpy(),
                         **{name: trials[name].to_numpy(dtype=float) for name in problem.objectives},
                         "cost": trials["cost"].to_numpy(),
-                        "consumed_budget": curve["consumed_budget"],
-                        "hypervolume": curve["hypervolume"],
+                        "consumed_budget": consumed,
+                        "hypervolume": np.concatenate(
+                            [curve["hypervolume"], np.full(len(trials) - searched, last["hypervolume"])]
+                        ),
                         "run_wall_time_s": wall_time_s,
                     }
                 )
@@ -370,6 +481,59 @@ def summarize(runs: pd.DataFrame, total_budget: float, max_hypervolume: float | 
     return summary
 
 
+def answer_quality(runs: pd.DataFrame, problem: Problem) -> pd.DataFrame:
+    """Per run (method, seed) on a noisy table: the true quality of its answer (``_answer_quality.quality``)."""
+    truth = problem.truth
+    assert truth is not None and problem.max_hypervolume, "answer quality needs a noisy table's true values"
+    rows = []
+    for (method, seed), trials in runs.groupby(["method", "seed"], sort=False):
+        read = truth.seed_order(int(seed))[: trials["training_seed"].nunique()]
+        returned = answer(trials, problem.objectives, problem.max_budget)
+        row = quality(returned, truth, problem.reference_point, problem.max_hypervolume, read)
+        rows.append({"method": method, "seed": seed, "epochs": trials["cost"].sum(), **row})
+    return pd.DataFrame(rows)
+
+
+QUALITY_COLUMNS = ("true_share", "pick_error", "pick_rank_disparity")
+
+
+def format_quality(quality_runs: pd.DataFrame, problem: Problem, total_budget: float, held_out: bool = False) -> str:
+    """A markdown table of the answers' true quality per method: mean ± s.e. over seeds, and the paired difference
+    from random search and, for a method with the final stage, from the same method without it, in s.e."""
+    prefix = "heldout_" if held_out else ""
+    columns = [f"{prefix}{name}" for name in QUALITY_COLUMNS]
+    wide = quality_runs.set_index(["method", "seed"])
+    header = ["method", "epochs", *columns, "vs random search", "vs the method alone", "answer size"]
+    lines = [
+        f"{problem.name}: {'held-out ' if held_out else ''}true quality of the answer at {total_budget:g} consumed "
+        f"epochs ({quality_runs['seed'].nunique()} seeds; mean ± s.e.; differences paired by seed, in s.e.)",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + " --- |" * len(header),
+    ]
+    for method, runs in wide.groupby(level="method", sort=False):
+        runs = runs.droplevel("method")
+        cells = [METHODS[method].label, f"{runs['epochs'].mean():.0f}"]
+        cells += [f"{runs[c].mean():.3f} ± {runs[c].sem():.3f}" for c in columns]
+        for other in ("random", method.removesuffix("+final") if METHODS[method].final else None):
+            compared = other is not None and other != method and other in wide.index
+            cells.append(_paired(runs, wide, other, columns) if compared else "")
+        cells.append(f"{runs['answer_size'].mean():.1f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _paired(runs: pd.DataFrame, wide: pd.DataFrame, other: str, columns: Sequence[str]) -> str:
+    """Paired differences ``runs`` - ``other``'s runs of the same seeds, per column: mean (margin in s.e.)."""
+    base = wide.xs(other, level="method")
+    parts = []
+    for column in columns:
+        difference = (runs[column] - base[column].reindex(runs.index)).dropna()
+        margin = difference.mean() / difference.sem() if len(difference) > 1 and difference.sem() > 0 else np.nan
+        parts.append(f"{difference.mean():+.3f} ({margin:+.1f})")
+    return " / ".join(parts)
+
+
 def format_table(summary: pd.DataFrame, problem: Problem, total_budget: float) -> str:
     """A markdown table: per method hypervolume (mean ± s.e.), its share of the problem's maximum when summarised,
     the paired difference from random search in standard errors, trials, and the epochs to reach random search."""
@@ -389,7 +553,7 @@ def format_table(summary: pd.DataFrame, problem: Problem, total_budget: float) -
     header.append("trials")
     lines += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for row in summary.itertuples():
-        cells = [METHODS[row.method], f"{row.hv_mean:.4f} ± {row.hv_sem:.4f}"]
+        cells = [METHODS[row.method].label, f"{row.hv_mean:.4f} ± {row.hv_sem:.4f}"]
         if shares:
             cells.append(f"{row.share_mean:.3f} ± {row.share_sem:.3f}")
         if goal is not None:
@@ -421,15 +585,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--total-budget",
         type=float,
-        help="consumed epochs per run (default: faces 32, table 30 max-budget trials, others 400)",
+        nargs="+",
+        help="consumed epochs per run, one or more budgets (default: faces 32, table 30 max-budget trials, others 400)",
     )
-    parser.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS))
+    parser.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(DEFAULT_METHODS))
+    parser.add_argument("--final-top-k", type=int, default=FINAL.top_k, help="the final stage's candidates")
+    parser.add_argument("--final-seeds", type=int, default=FINAL.seeds, help="the final stage's seeds per candidate")
     parser.add_argument("--output", type=Path, help="CSV of every trial of every run")
+    parser.add_argument("--quality-output", type=Path, help="CSV of every run's answer quality (noisy tables)")
     parser.add_argument("--work-dir", type=Path, help="keep the searches here (default: a temporary directory)")
     parser.add_argument("--figure", type=Path, help="PNG of hypervolume against consumed epochs, a panel per problem")
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error(f"--seeds must be >= 1, got {args.seeds}")
+    try:
+        final = FinalSettings(top_k=args.final_top_k, seeds=args.final_seeds)
+        FinalSettings.from_mapping(dataclasses.asdict(final))
+    except ValueError as error:
+        parser.error(str(error))
     if os.environ.get("PYTHONHASHSEED") != "0":
         print("note: set PYTHONHASHSEED=0 for repeatable SMAC runs", file=sys.stderr)
     quiet_training_logs()
@@ -437,22 +610,37 @@ def main(argv: Sequence[str] | None = None) -> None:
     torch.set_num_threads(1)
 
     problems = [factory() for name, factory in PROBLEMS.items() if {name, "all"} & set(args.problem)]
-    all_runs, budgets = [], []
+    all_runs, all_quality, figure_runs, figure_budgets = [], [], [], []
     with tempfile.TemporaryDirectory(prefix="search_efficiency_") as scratch:
         work_dir = args.work_dir or Path(scratch)
         for problem in problems:
-            total_budget = args.total_budget or problem.default_total_budget
-            runs = benchmark(
-                problem, methods=args.methods, seeds=range(args.seeds), total_budget=total_budget, work_dir=work_dir
-            )
-            all_runs.append(runs)
-            budgets.append(total_budget)
-            summary = summarize(runs, total_budget, problem.max_hypervolume)
-            print(format_table(summary, problem, total_budget), flush=True)
+            budgets = args.total_budget or [problem.default_total_budget]
+            for total_budget in budgets:
+                runs = benchmark(
+                    problem,
+                    methods=args.methods,
+                    seeds=range(args.seeds),
+                    total_budget=total_budget,
+                    work_dir=work_dir if len(budgets) == 1 else work_dir / f"budget{total_budget:g}",
+                    final=final,
+                )
+                summary = summarize(runs[runs["stage"] == "search"], total_budget, problem.max_hypervolume)
+                print(format_table(summary, problem, total_budget), flush=True)
+                if problem.truth is not None:
+                    quality_runs = answer_quality(runs, problem).assign(problem=problem.name, budget=total_budget)
+                    all_quality.append(quality_runs)
+                    for held_out in (False, True):
+                        print("\n" + format_quality(quality_runs, problem, total_budget, held_out), flush=True)
+                all_runs.append(runs.assign(total_budget=total_budget))
+            figure_runs.append(runs)  # the problem's largest budget, the last one run
+            figure_budgets.append(budgets[-1])
     if args.output is not None:
         write_text_atomic(args.output, pd.concat(all_runs, ignore_index=True).to_csv(index=False))
+    if args.quality_output is not None and all_quality:
+        write_text_atomic(args.quality_output, pd.concat(all_quality, ignore_index=True).to_csv(index=False))
     if args.figure is not None:
-        efficiency_figure(problems, all_runs, budgets, METHODS).savefig(args.figure, dpi=100)
+        labels = {name: method.label for name, method in METHODS.items()}
+        efficiency_figure(problems, figure_runs, figure_budgets, labels).savefig(args.figure, dpi=100)
     print(f"load average at the end (1/5/15 min): {' '.join(f'{load:.1f}' for load in os.getloadavg())}")
 
 

@@ -59,7 +59,7 @@ def trained_run(tmp_path_factory, cache_dir):
 
 @pytest.fixture(scope="session")
 def tabular(tmp_path_factory):
-    """``bench/tabular.py`` and a tiny table built with it (6 configurations x 2 epochs, the space of
+    """``bench/tabular.py`` and a tiny table built with it (6 configurations x 2 seeds x 2 epochs, the space of
     ``tests/test_bench_tabular.py``), built once for every bench test."""
     import importlib
     import sys
@@ -78,5 +78,6 @@ def tabular(tmp_path_factory):
         tables=folder,
         space_file=folder / "space.yaml",
         max_budget=2,
+        seeds=2,
     )
     return module, folder

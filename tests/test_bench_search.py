@@ -69,8 +69,8 @@ def test_an_interrupted_benchmark_run_resumes_with_its_trials_charged(bench, tmp
 
     calls = []
 
-    def dying_target(run_dir, continuing):
-        target, cost = problem.make_target(run_dir, continuing)
+    def dying_target(run_dir, continuing, seed):
+        target, cost = problem.make_target(run_dir, continuing, seed)
 
         def call(config, seed, budget):
             if len(calls) == 5:
@@ -205,7 +205,8 @@ def test_momf_problems_run_every_method_and_report_the_share_of_botorchs_maximum
 def test_the_figure_has_a_panel_per_problem_with_a_band_per_method(bench, tmp_path):
     problem = bench.analytic_problem()
     runs = bench.benchmark(problem, methods=["random", "nsga2"], seeds=[0, 1], total_budget=24, work_dir=tmp_path)
-    figure = bench.efficiency_figure([problem, problem], [runs, runs], [24, 24], bench.METHODS)
+    labels = {name: method.label for name, method in bench.METHODS.items()}
+    figure = bench.efficiency_figure([problem, problem], [runs, runs], [24, 24], labels)
     axes = [axis for axis in figure.axes if axis.get_visible()]
     assert len(axes) == 2 and [line.get_label() for line in axes[0].lines] == ["random search", "NSGA-II"]
     assert len(axes[0].collections) == 2  # the ± s.e. bands
@@ -248,11 +249,12 @@ def tiny_table(tabular):
 def test_every_method_searches_the_table(bench, tiny_table, tmp_path):
     pytest.importorskip("syne_tune")
     problem = bench.table_problem("tiny", tables=tiny_table)
-    runs = bench.benchmark(problem, methods=list(bench.METHODS), seeds=[0, 1], total_budget=8, work_dir=tmp_path)
-    assert set(runs["method"]) == set(bench.METHODS) and set(runs["budget"]) <= {1.0, 2.0}
+    runs = bench.benchmark(problem, methods=bench.DEFAULT_METHODS, seeds=[0, 1], total_budget=8, work_dir=tmp_path)
+    assert set(runs["method"]) == set(bench.DEFAULT_METHODS) and set(runs["budget"]) <= {1.0, 2.0}
     summary = bench.summarize(runs, 8, problem.max_hypervolume).set_index("method")
-    assert (summary["share_mean"] <= 1 + 1e-9).all() and (summary["share_mean"] > 0).all()
-    figure = bench.efficiency_figure([problem], [runs], [8], bench.METHODS)
+    assert (summary["share_mean"] > 0).all()  # observed single-seed values may beat the table's front of means
+    labels = {name: method.label for name, method in bench.METHODS.items()}
+    figure = bench.efficiency_figure([problem], [runs], [8], labels)
     assert figure.axes[0].get_title() == "table:tiny (2 seeds)"
 
 

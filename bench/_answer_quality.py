@@ -1,0 +1,77 @@
+"""How good is a search's answer in truth? On a noisy tabular benchmark, the configurations a search returns are
+judged at their true values, their means over the table's training seeds, not at the noisy values it observed.
+
+- The answer: with the final stage, the front of the re-trained candidates' means (``final_front.csv``); without it,
+  the front of the configurations' observed full-budget values (averaged per configuration when a method trained one
+  with several seeds, as SMAC racing seeds does).
+- ``true_share``: the hypervolume of the answer's configurations at their true values, as a share of the hypervolume
+  of the table's own front of true values (the best any answer can be).
+- The pick: the answer's configuration of lowest estimated error (what a user deploys); ``pick_<objective>`` its
+  true values.
+- ``heldout_*``: the same, with the true values averaged only over the table seeds the search never read. The
+  seeds a search read also decided what it returned, so their mean flatters its answer; the held-out mean does not
+  (it is noisier: fewer seeds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from tabular import true_values
+
+from fairnas.search.hypervolume import hypervolume
+from fairnas.search.pareto import non_dominated_mask
+from fairnas.search.trial import SUCCESS
+
+
+class Truth:
+    """The true values of a noisy table and the order in which a search with a given seed reads its seeds."""
+
+    def __init__(self, table: pd.DataFrame, objectives: Sequence[str], max_budget: float):
+        self.table, self.objectives, self.max_budget = table, tuple(objectives), int(max_budget)
+        self.seeds = sorted(int(seed) for seed in table["seed"].unique())
+
+    def seed_order(self, search_seed: int) -> list[int]:
+        """The table seeds in the order a search with ``search_seed`` reads them (a seeded permutation)."""
+        return [int(seed) for seed in np.random.default_rng(search_seed).permutation(self.seeds)]
+
+    def values(self, seeds: Sequence[int] | None = None) -> pd.DataFrame:
+        """True values per configuration (index ``config_id``) over ``seeds`` (default: all)."""
+        return true_values(self.table, self.objectives, self.max_budget, seeds=seeds)
+
+
+def answer(trials: pd.DataFrame, objectives: Sequence[str], max_budget: float) -> pd.DataFrame:
+    """The configurations a run returns with the values it estimated for them (``stage`` ``final`` rows: the final
+    stage's re-training runs; else the search's full-budget trials), front only, sorted by the first objective."""
+    final = trials[trials["stage"] == "final"] if "stage" in trials else trials.iloc[:0]
+    rows = final if len(final) else trials[np.isclose(trials["budget"].to_numpy(dtype=float), max_budget)]
+    rows = rows[rows["status"] == SUCCESS]
+    estimates = rows.groupby("config_id")[list(objectives)].mean()
+    if estimates.empty:
+        return estimates
+    front = estimates[non_dominated_mask(estimates.to_numpy(dtype=float))]
+    return front.sort_values(list(objectives))
+
+
+def quality(
+    returned: pd.DataFrame,
+    truth: Truth,
+    reference_point: Sequence[float],
+    max_hypervolume: float,
+    read_seeds: Sequence[int],
+) -> dict[str, float]:
+    """``true_share``, ``pick_<objective>`` and their ``heldout_`` versions of an answer (see the module docstring);
+    NaN where the run returned nothing (or read every seed, for the held-out values)."""
+    held_out = [seed for seed in truth.seeds if seed not in set(read_seeds)]
+    result: dict[str, float] = {"answer_size": float(len(returned))}
+    for prefix, seeds in (("", None), ("heldout_", held_out or None)):
+        if returned.empty or (prefix and not held_out):
+            result |= {f"{prefix}true_share": np.nan, **{f"{prefix}pick_{name}": np.nan for name in truth.objectives}}
+            continue
+        values = truth.values(seeds).loc[returned.index, list(truth.objectives)]
+        result[f"{prefix}true_share"] = hypervolume(values.to_numpy(dtype=float), reference_point) / max_hypervolume
+        pick = values.iloc[0]  # ``returned`` is sorted by its estimated first objective
+        result |= {f"{prefix}pick_{name}": float(pick[name]) for name in truth.objectives}
+    return result
