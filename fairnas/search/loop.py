@@ -318,4 +318,13 @@ def _strategy_builder(settings: SearchSettings) -> Callable[[ConfigurationSpace,
         return lambda configspace, _: MoashaStrategy(configspace, settings)
     if settings.strategy == "nsga2":
         return lambda configspace, _: Nsga2Strategy(configspace, settings)
+    if settings.strategy == "botorch":
+        from fairnas.search.botorch import BotorchStrategy  # BoTorch is an optional extra
+
+        def botorch(configspace: ConfigurationSpace, output_dir: Path) -> Strategy:
+            # the model starts from every trial an earlier run finished, not from the first one asked for again
+            history = TrialStore(output_dir / TRIALS_FILE, settings.objectives, list(configspace)).records
+            return BotorchStrategy(configspace, settings, history=history)
+
+        return botorch
     return lambda configspace, output_dir: SmacStrategy(configspace, settings, output_directory=output_dir / "smac3")

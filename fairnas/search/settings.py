@@ -10,9 +10,11 @@ from typing import Any
 
 from fairnas.search.records import RESERVED_COLUMNS
 
-STRATEGIES = ("smac", "random", "moasha", "nsga2")
+STRATEGIES = ("smac", "random", "moasha", "nsga2", "botorch")
 SCHEDULERS = ("hyperband", "successive_halving")
 MULTI_OBJECTIVE_ALGORITHMS = ("parego", "mean")
+BOTORCH_FIDELITIES = ("full", "early_stop", "momf")
+BOTORCH_CRASHED = ("worst", "exclude")
 
 RESUME_INVARIANT_FIELDS = (
     "strategy",
@@ -60,11 +62,64 @@ class FinalSettings:
 
 
 @dataclasses.dataclass(frozen=True)
+class BotorchSettings:
+    """``search.strategy=botorch``'s own settings (:mod:`fairnas.search.botorch`, docs/search_strategies.md).
+
+    ``fidelity``: ``full`` (every trial at the maximum budget), ``early_stop`` (a configuration climbs the rungs one
+    at a time while its hypervolume improvement at the full budget per epoch still left to train beats a new
+    configuration's) or ``momf`` (BoTorch's MOMF acquisition picks configuration and rung, cost-weighted).
+    ``max_observations``: the most trials the Gaussian process is fitted on (half the best by non-dominated sorting,
+    half the most recent of the rest; null: all); ``fit_maxiter``: L-BFGS-B iterations of its fit (null: BoTorch's
+    limit, 15000). ``raw_samples``, ``num_restarts``: the acquisition optimiser's
+    random starts and how many of them it refines; ``mc_samples``: quasi-Monte Carlo samples of the acquisition.
+    ``crashed``: a crashed trial enters the model with the worst value observed per objective (``worst``) or not at
+    all (``exclude``)."""
+
+    fidelity: str = "full"
+    max_observations: int | None = 300
+    fit_maxiter: int | None = 200
+    raw_samples: int = 512
+    num_restarts: int = 10
+    mc_samples: int = 128
+    crashed: str = "worst"
+
+    @classmethod
+    def from_mapping(cls, mapping: BotorchSettings | Mapping[str, Any] | None) -> BotorchSettings:
+        """Settings from ``search.botorch`` (a dict or an OmegaConf node); unknown keys and bad values are named."""
+        if isinstance(mapping, BotorchSettings):
+            return mapping
+        mapping = dict(mapping or {})
+        allowed = [field.name for field in dataclasses.fields(cls)]
+        unknown = [str(key) for key in mapping if key not in allowed]
+        if unknown:
+            raise ValueError(f"unknown search.botorch settings {unknown}; allowed: {allowed}")
+        values: dict[str, Any] = {field.name: field.default for field in dataclasses.fields(cls)} | mapping
+        _check_choice("botorch.fidelity", values["fidelity"], BOTORCH_FIDELITIES)
+        _check_choice("botorch.crashed", values["crashed"], BOTORCH_CRASHED)
+        settings = cls(
+            fidelity=values["fidelity"],
+            max_observations=_optional(_integer, "botorch.max_observations", values["max_observations"], minimum=2),
+            fit_maxiter=_optional(_integer, "botorch.fit_maxiter", values["fit_maxiter"], minimum=1),
+            raw_samples=_integer("botorch.raw_samples", values["raw_samples"], minimum=1),
+            num_restarts=_integer("botorch.num_restarts", values["num_restarts"], minimum=1),
+            mc_samples=_integer("botorch.mc_samples", values["mc_samples"], minimum=1),
+            crashed=values["crashed"],
+        )
+        if settings.num_restarts > settings.raw_samples:
+            raise ValueError(
+                f"search.botorch.num_restarts ({settings.num_restarts}) must be <= search.botorch.raw_samples "
+                f"({settings.raw_samples}): the restarts are picked among the raw samples"
+            )
+        return settings
+
+
+@dataclasses.dataclass(frozen=True)
 class SearchSettings:
     """The search loop's settings; the defaults are the paper's (thesis Sec. 4.4): SMAC's MultiFidelityFacade
     with Hyperband (eta = 2) over budgets in epochs, and ParEGO (rho = 0.05) over the objectives. ``strategy``
-    may also be ``random``, ``moasha`` (rungs from min_budget by eta) or ``nsga2`` (generations of
-    ``population_size``); docs/search_strategies.md describes them.
+    may also be ``random``, ``moasha`` (rungs from min_budget by eta), ``nsga2`` (generations of
+    ``population_size``) or ``botorch`` (a Gaussian process, its settings in ``botorch``: :class:`BotorchSettings`);
+    docs/search_strategies.md describes them.
 
     Objectives are all minimised. The search stops after ``n_trials`` trials or once the finished trials'
     budgets sum to ``total_budget`` (give one or both); the ``final`` stage (:class:`FinalSettings`) then re-trains
@@ -98,6 +153,7 @@ class SearchSettings:
     population_size: int = 20
     n_seeds: int = 1
     final: FinalSettings = dataclasses.field(default_factory=FinalSettings)
+    botorch: BotorchSettings = dataclasses.field(default_factory=BotorchSettings)
 
     def __post_init__(self) -> None:
         for name, value in self._normalised().items():
@@ -157,6 +213,7 @@ class SearchSettings:
             "population_size": _integer("population_size", self.population_size, minimum=2),
             "n_seeds": _integer("n_seeds", self.n_seeds, minimum=1),
             "final": FinalSettings.from_mapping(self.final),
+            "botorch": BotorchSettings.from_mapping(self.botorch),
         }
 
     def _validate(self) -> None:
@@ -183,6 +240,10 @@ class SearchSettings:
         if self.n_seeds > 1 and self.strategy != "smac":
             raise ValueError(f"search.n_seeds={self.n_seeds} needs search.strategy=smac (its intensifier's seeds)")
         _check_choice("multi_objective", self.multi_objective, MULTI_OBJECTIVE_ALGORITHMS)
+        if self.strategy == "botorch" and self.botorch.fidelity != "full" and self.min_budget == self.max_budget:
+            raise ValueError(
+                f"search.botorch.fidelity={self.botorch.fidelity} needs search.min_budget < search.max_budget"
+            )
         if self.dask_address is not None and self.dask_scheduler_file is not None:
             raise ValueError("give search.dask_address or search.dask_scheduler_file, not both")
         if self.rho < 0:
