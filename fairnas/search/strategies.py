@@ -101,7 +101,6 @@ class SmacStrategy:
             assert settings.total_budget is not None  # SearchSettings requires n_trials or total_budget
             n_trials_hint = max(1, int(settings.total_budget // settings.min_budget))
         self._max_budget = settings.max_budget
-        budgets = {} if self._seeded else {"min_budget": settings.min_budget, "max_budget": settings.max_budget}
         scenario = Scenario(
             copy.deepcopy(configspace),
             name="smac",
@@ -111,7 +110,8 @@ class SmacStrategy:
             crash_cost=list(settings.crash_costs),
             n_trials=n_trials_hint,
             seed=settings.seed,
-            **budgets,
+            min_budget=None if self._seeded else settings.min_budget,  # budgets: multi-fidelity intensifiers only
+            max_budget=None if self._seeded else settings.max_budget,
         )
         intensifier: AbstractIntensifier
         if self._seeded:
