@@ -36,6 +36,7 @@ from fairnas.mitigations.table import comparison_figure, comparison_table, markd
 from fairnas.search import load_space
 from fairnas.tasks.cli import hydra_command
 from fairnas.tasks.reporting import Report
+from fairnas.tasks.run_lock import locks_output_dir
 from fairnas.tasks.runs import model_label
 from fairnas.tasks.train import read_checkpoint_settings, train
 
@@ -47,6 +48,7 @@ RUN_RECORD = "compare_run.json"
 BASELINE_INPUTS = {"reference_metrics": "metrics.json", "checkpoint": "checkpoints/last.ckpt"}
 
 
+@locks_output_dir
 def run_comparison(cfg: DictConfig) -> pd.DataFrame:
     """Train and evaluate every model x mitigation x seed of ``cfg``; write the outputs; return the summary."""
     _check_settings(cfg)

@@ -25,6 +25,7 @@ from fairnas.search import SearchResult, SearchSettings, SearchSpace, load_space
 from fairnas.search.space import check_known_keys
 from fairnas.tasks.cli import hydra_command
 from fairnas.tasks.reporting import Report
+from fairnas.tasks.run_lock import locks_output_dir
 from fairnas.tasks.search_target import TrainingTarget, epochs_saved
 from fairnas.tasks.train import read_checkpoint_settings
 
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 ROBUSTNESS_BIAS = "robustness_bias"  # thesis eq. 2.3, reported with eval.robustness_bias=true
 
 
+@locks_output_dir
 def run_face_search(cfg: DictConfig) -> SearchResult:
     """Run the search described by ``cfg.search`` and its final stage; outputs go to ``cfg.output_dir``."""
     search = cfg.search

@@ -21,6 +21,7 @@ from fairnas.mitigations import GroupMeasurement
 from fairnas.tasks.checks import supported_precision
 from fairnas.tasks.cli import hydra_command
 from fairnas.tasks.reporting import Report
+from fairnas.tasks.run_lock import locks_output_dir
 from fairnas.tasks.runs import CHECKPOINT_DIR, LAST_CHECKPOINT, build_model, read_checkpoint
 from fairnas.training.epoch_test import TestEveryEpoch
 
@@ -45,6 +46,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             torch.save(checkpoint, tmp)
 
 
+@locks_output_dir
 def train(cfg: DictConfig) -> dict:
     """Train and evaluate one model; returns ``{"val": {...}, "test": {...}, "epochs_trained": n, ...}`` (``test``
     is None with ``eval.test=false``).
