@@ -1,0 +1,250 @@
+"""Searches on a real one-node SLURM cluster (tests/slurm_cluster.py): docs/scale.md's commands (a Dask scheduler
+with a scheduler file, an ``sbatch`` array of Dask workers, ``search.py`` pointed at the file), dask-jobqueue's
+``SLURMCluster``, a worker job cancelled mid-trial, and the search driver SIGKILLed and restarted while the workers
+run on. Every trial is a one-epoch run on the tiny faces, held at a gate (tests/gate.py) where a test needs it
+mid-run. Skipped, with the reason, where SLURM is not installed or cannot start."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.gate import waiting
+from tests.slurm_cluster import SlurmCluster, slurm_cluster, unavailable
+from tests.test_run_lock import search_command
+
+pytestmark = pytest.mark.slurm
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent  # the venv's `dask` command
+WORKER = (  # docs/scale.md's worker job, every address on 127.0.0.1
+    "DASK_DISTRIBUTED__WORKER__DAEMON=False dask worker --scheduler-file {file} --nthreads 1 --nworkers 1 "
+    "--host 127.0.0.1 --no-dashboard"
+)
+
+
+@pytest.fixture(scope="module")
+def slurm() -> Iterator[SlurmCluster]:
+    reason = unavailable()
+    if reason:
+        pytest.skip(reason)
+    root = Path(tempfile.mkdtemp(prefix="fairnas-slurm-"))  # short: the munge socket path has a length limit
+    try:
+        with slurm_cluster(root) as cluster:
+            yield cluster
+    except RuntimeError as error:
+        pytest.skip(f"SLURM could not start here: {str(error).splitlines()[0]}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _env(**extra: str) -> dict[str, str]:
+    path = os.pathsep.join([str(BIN), os.environ.get("PATH", "")])
+    return {**os.environ, "PATH": path, "PYTHONPATH": str(REPO), "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", **extra}
+
+
+@contextlib.contextmanager
+def dask_scheduler(folder: Path) -> Iterator[Path]:
+    """``dask scheduler --scheduler-file`` on 127.0.0.1 (as docs/scale.md starts it); yields the file."""
+    file = folder / "scheduler.json"
+    with open(folder / "scheduler.log", "wb") as log:
+        scheduler = subprocess.Popen(
+            [
+                "dask",
+                "scheduler",
+                "--scheduler-file",
+                str(file),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--no-dashboard",
+            ],
+            env=_env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while not file.exists():
+            assert scheduler.poll() is None and time.monotonic() < deadline, (folder / "scheduler.log").read_text()
+            time.sleep(0.2)
+        yield file
+    finally:
+        scheduler.terminate()
+        try:
+            scheduler.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            scheduler.kill()
+            scheduler.wait()
+
+
+def submit_workers(slurm: SlurmCluster, folder: Path, file: Path, n: int = 2) -> str:
+    """docs/scale.md's ``sbatch --array=1-n ... dask worker --scheduler-file``; the array's job id."""
+    return slurm.sbatch(
+        f"--array=1-{n}",
+        "--cpus-per-task=1",
+        f"--chdir={folder}",
+        f"--output={folder}/worker-%A_%a.out",
+        "--wrap",
+        WORKER.format(file=file),
+        env=_env(),
+    )
+
+
+def wait_for_workers(n: int, **where: str) -> None:
+    from distributed import Client
+
+    with Client(timeout="60s", **where) as client:
+        client.wait_for_workers(n, timeout=300)
+
+
+def _assert_complete(folder: Path, n_trials: int) -> pd.DataFrame:
+    """trials.csv holds every trial once, each a success."""
+    trials = pd.read_csv(folder / "trials.csv")
+    assert len(trials) == n_trials and (trials["status"] == "success").all(), trials.to_string()
+    assert trials["trial_id"].is_unique and not trials.duplicated(["config_id", "budget", "seed"]).any()
+    return trials
+
+
+def _run(command: list[str], folder: Path, log: Path) -> str:
+    with open(log, "wb") as out:
+        done = subprocess.run(command, cwd=folder, env=_env(), stdout=out, stderr=subprocess.STDOUT, timeout=540)
+    assert done.returncode == 0, log.read_text()[-4000:]
+    return log.read_text()
+
+
+def test_the_documented_commands_run_a_search_on_slurm_workers(slurm, tmp_path, cache_dir):
+    """docs/scale.md: scheduler file, ``sbatch --array=1-2`` worker jobs, ``search.py search.n_workers=2
+    search.dask_scheduler_file=...``; every trial runs in a SLURM job."""
+    folder, gate = tmp_path / "search", tmp_path / "go"
+    with dask_scheduler(tmp_path) as file:
+        array = submit_workers(slurm, tmp_path, file)
+        wait_for_workers(2, scheduler_file=str(file))
+        jobs = slurm.running()
+        command = search_command(
+            folder, gate, cache_dir, "search.n_workers=2", f"search.dask_scheduler_file={file}", free=99, n_trials=4
+        )
+        _run(command, tmp_path, tmp_path / "search.log")
+    _assert_complete(folder, 4)
+    ran_in = [marker["slurm_job"] for marker in waiting(gate)]
+    assert len(ran_in) == 4 and set(ran_in) == jobs and len(jobs) == 2, (ran_in, jobs, array)
+
+
+def test_a_search_through_dask_jobqueue_slurmcluster(slurm, tmp_path, cache_dir, monkeypatch):
+    """docs/scale.md: ``SLURMCluster(...).scale(jobs=2)``, then ``search.dask_address=cluster.scheduler_address``."""
+    dask_jobqueue = pytest.importorskip("dask_jobqueue", reason="the slurm extra: pip install -e '.[slurm]'")
+    for name, value in _env(SLURM_CONF=slurm.env["SLURM_CONF"]).items():
+        monkeypatch.setenv(name, value)
+    folder, gate = tmp_path / "search", tmp_path / "go"
+    with dask_jobqueue.SLURMCluster(
+        cores=1,
+        processes=1,
+        memory="3GB",  # the nanny restarts a worker above it: torch and a training step need more than 1 GB
+        walltime="00:30:00",
+        python=sys.executable,
+        scheduler_options={"host": "127.0.0.1", "dashboard_address": None},
+        worker_extra_args=["--host", "127.0.0.1"],
+        job_script_prologue=["export DASK_DISTRIBUTED__WORKER__DAEMON=False"],
+        job_extra_directives=[f"--chdir={tmp_path}"],
+        log_directory=str(tmp_path / "jobqueue"),
+    ) as cluster:
+        cluster.scale(jobs=2)
+        wait_for_workers(2, address=cluster.scheduler_address)
+        jobs = slurm.running()
+        command = search_command(
+            folder, gate, cache_dir, "search.n_workers=2", f"search.dask_address={cluster.scheduler_address}", free=99
+        )
+        _run(command, tmp_path, tmp_path / "search.log")
+    _assert_complete(folder, 3)
+    ran_in = {marker["slurm_job"] for marker in waiting(gate)}
+    assert ran_in <= jobs and len(jobs) == 2 and None not in ran_in
+
+
+def test_a_worker_job_cancelled_mid_trial_loses_and_repeats_nothing(slurm, tmp_path, cache_dir):
+    """``scancel`` of one worker job while both run a trial: the scheduler moves its trial to the other worker,
+    and trials.csv records every trial once, each a success."""
+    folder, gate = tmp_path / "search", tmp_path / "go"
+    with dask_scheduler(tmp_path) as file:
+        submit_workers(slurm, tmp_path, file)
+        wait_for_workers(2, scheduler_file=str(file))
+        command = search_command(
+            folder, gate, cache_dir, "search.n_workers=2", f"search.dask_scheduler_file={file}", n_trials=4
+        )
+        with open(tmp_path / "search.log", "wb") as log:
+            driver = subprocess.Popen(command, cwd=tmp_path, env=_env(), stdout=log, stderr=subprocess.STDOUT)
+        try:
+            _wait_for(lambda: len(waiting(gate)) >= 2, driver, tmp_path / "search.log")  # both workers mid-trial
+            cancelled = waiting(gate)[0]
+            job = cancelled["slurm_job"]
+            slurm.run("scancel", job)
+            _wait_for(lambda: job not in slurm.running(), driver, tmp_path / "search.log")
+            gate.touch()
+            assert driver.wait(timeout=540) == 0, (tmp_path / "search.log").read_text()[-4000:]
+        finally:
+            driver.kill()
+    trials = _assert_complete(folder, 4)
+    run = Path(cancelled["run_dir"])  # <search>/trials/<config id>/seed<s>/epochs<b>
+    assert (trials["config_id"] == run.parents[1].name).sum() == 1  # its trial ran again elsewhere, recorded once
+
+
+def test_the_driver_killed_mid_search_resumes_with_the_workers_still_running(slurm, tmp_path, cache_dir):
+    """SIGKILL of ``search.py`` while two trials run on SLURM workers; the same command again, the workers still
+    up and those trials still running: every trial recorded once."""
+    folder, gate = tmp_path / "search", tmp_path / "go"
+    with dask_scheduler(tmp_path) as file:
+        submit_workers(slurm, tmp_path, file)
+        wait_for_workers(2, scheduler_file=str(file))
+        command = search_command(
+            folder, gate, cache_dir, "search.n_workers=2", f"search.dask_scheduler_file={file}", free=2, n_trials=4
+        )
+        log = tmp_path / "first.log"
+        with open(log, "wb") as out:
+            driver = subprocess.Popen(command, cwd=tmp_path, env=_env(), stdout=out, stderr=subprocess.STDOUT)
+        try:
+            trials_csv = folder / "trials.csv"
+            _wait_for(lambda: len(waiting(gate)) >= 4 and _rows(trials_csv) >= 2, driver, log)
+        finally:
+            driver.send_signal(signal.SIGKILL)
+            driver.wait()
+        before = pd.read_csv(trials_csv)
+        assert len(before) == 2 and len(slurm.running()) == 2  # the workers run on, two trials held at the gate
+
+        log = tmp_path / "second.log"
+        with open(log, "wb") as out:
+            second = subprocess.Popen(command, cwd=tmp_path, env=_env(), stdout=out, stderr=subprocess.STDOUT)
+        try:
+            _wait_for(lambda: "resuming search" in log.read_text(), second, log)
+            time.sleep(2)  # its first trials are submitted while the killed driver's still hold the workers
+            gate.touch()
+            assert second.wait(timeout=540) == 0, log.read_text()[-4000:]
+        finally:
+            second.kill()
+    assert f"took over from host {os.uname().nodename}, pid {driver.pid}" in log.read_text()
+    trials = _assert_complete(folder, 4)
+    pd.testing.assert_frame_equal(trials.iloc[:2], before)
+
+
+def _rows(path: Path) -> int:
+    try:
+        return len(pd.read_csv(path))
+    except (OSError, ValueError):
+        return 0
+
+
+def _wait_for(condition, process: subprocess.Popen, log: Path, timeout_s: float = 300) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert process.poll() is None, log.read_text()[-4000:]
+        assert time.monotonic() < deadline, f"timed out; {log.read_text()[-4000:]}"
+        time.sleep(0.2)
