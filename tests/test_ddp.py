@@ -1,5 +1,6 @@
 """Data parallelism does not change the numbers: a 2-process DDP run (CPU, gloo) reports the validation and test
-metrics a single process computes on the same weights, also when the splits do not divide by the ranks."""
+metrics a single process computes on the same weights, also when the splits do not divide by the ranks; it trains
+with group-weighted draws (how the ranks share one draw: tests/test_group_sampling.py)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ def test_two_process_ddp_metrics_equal_one_process_on_the_same_weights(cache_dir
             "trainer.precision=32-true",
             "trainer.sync_batchnorm=false",
             "trainer.max_epochs=1",
+            "data.group_sampling.weights={g0:1,g1:2,g2:4}",  # every rank draws its part of one weighted draw
             f"hydra.run.dir={run}",
         ],
         cwd=tmp_path,

@@ -136,3 +136,21 @@ def test_inconsistent_configs_are_rejected_when_turned_into_overrides():
 def test_missing_space_file_is_a_value_error(tmp_path):
     with pytest.raises(ValueError, match="does not exist"):
         load_space(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize("path", sorted(SPACES.glob("*.yaml")), ids=lambda path: path.stem)
+def test_every_space_file_sets_keys_of_the_training_config(path):
+    """Each shipped space composes with ``train.py``'s config: its default configuration's overrides apply and every
+    key it sets exists (what ``search.py`` checks before the first trial)."""
+    from fairnas.tasks.search import check_space_keys, default_trial_config
+
+    space = load_space(path)
+    check_space_keys(space, default_trial_config(space, []))
+
+
+def test_the_group_sampling_dimension_reaches_the_data_module():
+    space = load_space(SPACES / "dpn_paper_group_sampling.yaml")
+    overrides = space.overrides({**dict(space.configspace.get_default_configuration()), "group_alpha": 1.5})
+    assert "data.group_sampling.alpha=1.5" in overrides
+    table = load_space(SPACES / "dpn_table.yaml").configspace["group_alpha"]
+    assert list(table.sequence) == [0.0, 1.0, 1.5]

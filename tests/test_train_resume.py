@@ -42,6 +42,7 @@ def test_bad_resume_is_one_line_naming_the_key(tiny_config, tmp_path, overrides,
     [
         pytest.param(["data.in_memory=true"], id="in_memory"),
         pytest.param(["data.in_memory=false", "data.num_workers=2"], id="file_path_2_workers"),
+        pytest.param(["data.in_memory=true", "data.group_sampling.weights={g0:1,g1:3}"], id="group_weighted"),
     ],
 )
 def test_killed_run_resumed_with_auto_equals_the_uninterrupted_run(cache_dir, tmp_path, data_path):
