@@ -10,10 +10,10 @@ Two parts, both on pre-built random batches (data loading is excluded; ``bench/d
   (``backbone.preset=paper``, SMAC_301) against timm's ``dpn68`` at 112 px, fp32 and bf16 autocast, each also with
   ``channels_last`` (``--channels-last``) and ``torch.compile`` (``--compile``, timed after compilation), as a ratio
   to the same model's fp32 eager run.
-- ``showcase``: the models of ``bench/showcase.py`` (the default and the searched DPN, ``timm_zoo_small.yaml``'s
-  architectures) on the ``experiment=showcase`` preset at 32 px (AdamW), trained in PyTorch's default NCHW memory
-  format with AdamW's for-loop update, then with ``channels_last``, then also with AdamW's fused update (both the
-  training config's defaults since 2026-11-24), as a ratio to the first.
+- ``showcase``: the models of the showcase study (``python study.py experiment=showcase``: the default and a
+  searched DPN, ``timm_zoo_small.yaml``'s architectures) on the ``experiment=showcase`` preset at 32 px (AdamW),
+  trained in PyTorch's default NCHW memory format with AdamW's for-loop update, then with ``channels_last``, then
+  also with AdamW's fused update (both the training config's defaults since 2026-11-24), as a ratio to the first.
 
 The defaults finish in a few minutes on 2 CPU cores (small batches, few steps: CPU figures are for ratios, not for
 absolute speed). On a GPU, one command:

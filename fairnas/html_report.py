@@ -1,5 +1,6 @@
-"""One self-contained HTML page for an audit run: per audit its finding, figures (PNG embedded as data URIs) and
-tables (the first rows of each, the full table being the CSV beside the page), then the run's config.
+"""One self-contained HTML page for a command's report (``audit.py``, ``study.py``): per section its findings,
+figures (PNG embedded as data URIs) and tables (the first rows of each, the full table being the CSV beside the
+page), then the command's config.
 
 Nothing is fetched when the page opens (no scripts, fonts or style sheets from elsewhere), so the file can be
 mailed, archived or attached to a paper's supplement as it is.
@@ -32,11 +33,12 @@ nav a { margin-right: 1em; }
 
 @dataclasses.dataclass(frozen=True)
 class Section:
-    """One audit's part of the page: ``tables`` and ``figures`` map names to the files written beside the page."""
+    """One part of the page (an audit, a study's stage): ``findings`` are shown as highlighted paragraphs,
+    ``tables`` and ``figures`` map names to the files written beside the page."""
 
     name: str
     description: str
-    finding: str
+    findings: tuple[str, ...]
     tables: Mapping[str, Path]
     figures: Mapping[str, Path]
     seconds: float
@@ -72,7 +74,7 @@ def _section(section: Section, folder: Path) -> str:
     parts = [
         f"<h2 id='{_e(section.name)}'>{_e(section.name)}</h2>",
         f"<p class='note'>{_e(section.description)} ({section.seconds:.0f} s)</p>",
-        f"<p class='finding'>{_e(section.finding)}</p>",
+        *(f"<p class='finding'>{_e(finding)}</p>" for finding in section.findings),
     ]
     for name, png in section.figures.items():
         data = base64.b64encode(Path(png).read_bytes()).decode("ascii")

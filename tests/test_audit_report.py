@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from fairnas.audits.html_report import MAX_TABLE_ROWS, Section, write_report
+from fairnas.html_report import MAX_TABLE_ROWS, Section, write_report
 from tests.helpers import needs_chromium, screenshot
 
 BAR_BLUE = np.array([0x1F, 0x77, 0xB4])  # matplotlib's first colour (C0)
@@ -22,7 +22,7 @@ def _page(folder, *, rows: int = 3, finding: str = "group g1 is served worse"):
     section = Section(
         "corruptions",
         "ImageNet-C corruptions",
-        finding,
+        (finding,),
         {"rates": folder / "rates.csv"},
         {"bars": folder / "bars.png"},
         12.0,

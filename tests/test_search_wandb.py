@@ -11,7 +11,9 @@ from fairnas.search import SearchSettings, run_search
 from fairnas.tasks.search import report_search
 
 ZDT1 = NoisyMultiFidelityProblem("zdt1", n_variables=3)
-SETTINGS = SearchSettings(objectives=ZDT1.objectives, min_budget=1, max_budget=4, strategy="random", n_trials=3, final={"seeds": 0})
+SETTINGS = SearchSettings(
+    objectives=ZDT1.objectives, min_budget=1, max_budget=4, strategy="random", n_trials=3, final={"seeds": 0}
+)
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +32,8 @@ def test_offline_run_directories_hold_trials_and_the_pareto_table(result, monkey
         re.sub(r"_\d+_[0-9a-f]+\.table\.json$", "", path.name): path
         for path in summary.glob("files/media/table/*.table.json")
     }
-    assert set(tables) == {"pareto_front", "trials", "hypervolume_curve"}
+    assert set(tables) == {"pareto_front", "trials", "hypervolume_curve", "trials_scatter_table"}
+    assert b"wandb/scatter/v0" in next(summary.glob("run-*.wandb")).read_bytes()  # a native scatter plot
     front = json.loads(tables["pareto_front"].read_text())
     assert len(front["data"]) == len(result.pareto_front) and {"f1", "f2", "config_id"} <= set(front["columns"])
     assert list(summary.glob("files/media/images/pareto_scatter_*.png"))

@@ -76,6 +76,11 @@ class DaskPool:
     def __len__(self) -> int:
         return len(self._tokens)
 
+    @property
+    def address(self) -> str:
+        """The scheduler's address, for another pool on the same workers (a study's search)."""
+        return self._client.scheduler.address
+
 
 @contextlib.contextmanager
 def open_pool(

@@ -104,7 +104,7 @@ def collect_models(cfg: DictConfig) -> dict[str, list[str]]:
         models.update(front_models(cfg.front, cfg.front_space, list(cfg.train_overrides)))
     if not models:
         raise ValueError("models: no models to compare; give models (name -> overrides) or a search front")
-    folders = [_path_name(name) for name in models]
+    folders = [path_name(name) for name in models]
     if len(set(folders)) != len(folders):
         raise ValueError(f"models: names {list(models)} collide as folder names {folders}")
     empty = [name for name, overrides in models.items() if not overrides]
@@ -201,10 +201,12 @@ def _mitigation_overrides(cfg: DictConfig, mitigation: str) -> list[str]:
 
 
 def _run_dir(output_dir: Path, model: str, mitigation: str, seed: int) -> Path:
-    return output_dir / "runs" / _path_name(model) / mitigation / f"seed{seed}"
+    return output_dir / "runs" / path_name(model) / mitigation / f"seed{seed}"
 
 
-def _path_name(name: str) -> str:
+def path_name(name: str) -> str:
+    """``name`` as a folder name: every run of other characters than word characters, ``.``, ``+`` and ``-`` an
+    underscore."""
     return re.sub(r"[^\w.+-]+", "_", name)
 
 

@@ -88,6 +88,16 @@ class Report:
             for logger in self._wandb():
                 logger.experiment.log({name: wandb.Html(Path(path).read_text())})
 
+    def scatter(self, name: str, frame: pd.DataFrame, x: str, y: str, title: str = "") -> None:
+        """``frame``'s points as a native, interactive W&B scatter plot of ``y`` against ``x`` (W&B only; every
+        column of ``frame`` is in the plot's table)."""
+        if self._wandb():
+            import wandb
+
+            table = wandb.Table(dataframe=_loggable(frame))
+            for logger in self._wandb():
+                logger.experiment.log({name: wandb.plot.scatter(table, x, y, title=title or name)})
+
     def metrics(self, values: Mapping[str, float], step: int | None = None) -> None:
         """Scalar metrics to every logger."""
         for logger in self.loggers:

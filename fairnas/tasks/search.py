@@ -91,7 +91,8 @@ def run_face_search(cfg: DictConfig) -> SearchResult:
 
 def report_search(cfg: DictConfig, result: SearchResult, settings: SearchSettings) -> None:
     """To the configured loggers: one run per trial (its configuration and objectives) in the group
-    ``search.name``, and a summary run with the front and trial tables, the scatter and the hypervolume curve.
+    ``search.name``, and a summary run with the front and trial tables, the scatter (a PNG and native W&B scatter
+    plots of the trials and of the final stage's candidates) and the hypervolume curve.
 
     Run ids derive from the output folder and trial id, so reporting a resumed search again updates the same runs
     when synced instead of duplicating them.
@@ -117,6 +118,11 @@ def report_search(cfg: DictConfig, result: SearchResult, settings: SearchSetting
         report.log_table("trials", result.trials)
         report.log_image("pareto_scatter", result.output_dir / "pareto_front.png")
         report.metrics({"front_size": len(result.pareto_front), "n_trials": len(result.trials)})
+        if len(result.objectives) > 1:  # native, interactive W&B scatter plots of the first two objectives
+            x, y = result.objectives[:2]
+            report.scatter("trials_scatter", result.trials[result.trials["status"] == "success"], x, y)
+            if result.final is not None:
+                report.scatter("final_front_scatter", result.final.candidates, f"{x}_mean", f"{y}_mean")
         if result.final is not None:
             report.log_table("final_front", result.final.front)
             report.log_table("final_trials", result.final.trials)
