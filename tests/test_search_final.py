@@ -141,7 +141,12 @@ SCRIPT = textwrap.dedent(
 
 
 def test_sigkill_during_the_final_stage_then_rerun_loses_and_repeats_nothing(tmp_path):
-    script, output_dir, calls, log = tmp_path / "search.py", tmp_path / "search", tmp_path / "calls.csv", tmp_path / "log"
+    script, output_dir, calls, log = (
+        tmp_path / "search.py",
+        tmp_path / "search",
+        tmp_path / "calls.csv",
+        tmp_path / "log",
+    )
     script.write_text(SCRIPT)
     final_csv = output_dir / "final_trials.csv"
     env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(REPOSITORY)}

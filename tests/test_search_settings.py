@@ -19,7 +19,10 @@ VALID = {"objectives": ["f1", "f2"], "min_budget": 1, "max_budget": 4, "n_trials
         ({"n_trials": None}, "give search.n_trials or search.total_budget"),
         ({"total_budget": -1}, "search.total_budget must be > 0, got -1.0"),
         ({"rho": "high"}, "search.rho must be a number, got 'high'"),
-        ({"strategy": "grid"}, "unknown search.strategy 'grid'; allowed: ['smac', 'random', 'moasha', 'nsga2', 'botorch']"),
+        (
+            {"strategy": "grid"},
+            "unknown search.strategy 'grid'; allowed: ['smac', 'random', 'moasha', 'nsga2', 'botorch']",
+        ),
         ({"scheduler": "asha"}, "unknown search.scheduler 'asha'"),
         ({"multi_objective": "nsga2"}, "unknown search.multi_objective 'nsga2'"),
         ({"objective_weights": [1, 1]}, "search.objective_weights need search.multi_objective='mean'"),

@@ -139,7 +139,9 @@ def test_two_dask_workers_run_the_trials(tmp_path, strategy):
 
 
 def test_nsga2_breeds_from_the_replayed_trials_of_an_earlier_run():
-    settings = SearchSettings(["f1", "f2"], min_budget=1, max_budget=4, n_trials=20, population_size=4, seed=1, final={"seeds": 0})
+    settings = SearchSettings(
+        ["f1", "f2"], min_budget=1, max_budget=4, n_trials=20, population_size=4, seed=1, final={"seeds": 0}
+    )
     space = load_space(MIXED_SPACE).configspace
     earlier = Nsga2Strategy(space, dataclasses.replace(settings, seed=2))
     replayed = [earlier.ask() for _ in range(4)]  # configurations this run never asks for, inactive ones absent
