@@ -246,3 +246,24 @@ def test_resuming_with_a_space_that_sets_other_keys_or_other_invariants_is_refus
     recorded.write_text(json.dumps({k: v for k, v in json.loads(recorded.read_text()).items() if k != "space_keys"}))
     search(_never_called, "model.a", {"data": ["d=1"]})
     assert json.loads(recorded.read_text())["space_keys"] == {"x0": "model.a"}
+
+
+def test_a_full_disk_stops_the_search_without_recording_the_trial_and_a_rerun_retries_it(tmp_path):
+    """Running out of space is the machine's fault, not the trial's: the search stops, the trial stays unrecorded
+    (a crash would record it with the crash cost and never retry it), and the same search later runs it."""
+    import errno
+
+    calls = []
+
+    def full_disk_once(config, seed, budget):
+        calls.append(budget)
+        if len(calls) == 3:
+            raise RuntimeError("checkpoint write failed") from OSError(errno.ENOSPC, "No space left on device")
+        return ZDT1(config, seed, budget)
+
+    with pytest.raises(RuntimeError, match="checkpoint write failed"):
+        _search(tmp_path, target=full_disk_once, n_trials=6)
+    assert len(pd.read_csv(tmp_path / "search" / "trials.csv")) == 2  # the third is not recorded as crashed
+    result = _search(tmp_path, target=full_disk_once, n_trials=6)
+    assert len(result.trials) == 6 and (result.trials["status"] == "success").all()
+    assert not list((tmp_path / "search").glob(".trials.csv.*"))  # no temporary file left behind

@@ -164,3 +164,27 @@ def test_test_split_every_epoch_equals_a_run_of_that_many_epochs(tiny_config, tm
     assert per_epoch.loc[0, "test/error"] == pytest.approx(short["test"]["error"])
     assert per_epoch.loc[0, "test/rank_disparity"] == pytest.approx(short["test"]["rank_disparity"])
     assert per_epoch.loc[1, "test/error"] == pytest.approx(long["test"]["error"])
+
+
+def test_a_checkpoint_that_cannot_be_written_on_a_full_disk_is_an_out_of_space_error(tmp_path, monkeypatch):
+    """Torch reports a full disk as a failed archive write; the checkpoint writer raises it as ENOSPC, which a
+    search does not record as a crashed trial (fairnas.search.trial.is_out_of_space)."""
+    import errno
+    import shutil
+
+    from fairnas.search.trial import is_out_of_space
+    from fairnas.tasks.train import AtomicCheckpointIO
+
+    def failing_save(*args, **kwargs):
+        raise RuntimeError("[enforce fail at inline_container.cc] unexpected pos 64 vs 0")
+
+    monkeypatch.setattr(torch, "save", failing_save)
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=1024))
+    with pytest.raises(OSError) as error:
+        AtomicCheckpointIO().save_checkpoint({}, tmp_path / "last.ckpt")
+    assert error.value.errno == errno.ENOSPC and is_out_of_space(error.value)
+    assert not list(tmp_path.iterdir())  # no partial checkpoint or temporary file
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=10 * 2**30))
+    with pytest.raises(RuntimeError, match="unexpected pos"):  # with space left it is some other failure
+        AtomicCheckpointIO().save_checkpoint({}, tmp_path / "last.ckpt")

@@ -35,7 +35,7 @@ from fairnas.io import write_csv_atomic
 from fairnas.search.parallel import TrialPool
 from fairnas.search.pareto import final_trials, non_dominated_mask
 from fairnas.search.records import TrialRecord, TrialStore, run_key
-from fairnas.search.trial import SUCCESS, Target, crashed_outcome, evaluate_trial
+from fairnas.search.trial import SUCCESS, Target, crashed_outcome, evaluate_trial, is_out_of_space
 
 log = logging.getLogger("fairnas.search")
 
@@ -124,6 +124,8 @@ def run_final_stage(
                 workers.submit((config, seed, next_id), evaluate_trial, target, config, seed, budget, metrics, crash)
                 next_id += 1
             (config, seed, trial_id), outcome, error = workers.next_finished()
+            if error is not None and is_out_of_space(error):  # not the run's fault: stop, retry it on the next run
+                raise error
             if error is not None:  # the worker itself failed (e.g. killed)
                 outcome = crashed_outcome(metrics, crash, error, wall_time_s=math.nan)
             store.append(TrialRecord(trial_id, config, budget, seed, outcome))

@@ -30,7 +30,7 @@ from fairnas.search.result import SETTINGS_FILE, TRIALS_FILE, SearchResult, writ
 from fairnas.search.settings import SearchSettings, check_compatible
 from fairnas.search.space import KeyValidator, SearchSpace, check_known_keys, load_space
 from fairnas.search.strategies import Proposal, RandomStrategy, SmacStrategy, Strategy
-from fairnas.search.trial import Target, TrialOutcome, crashed_outcome, evaluate_trial
+from fairnas.search.trial import Target, TrialOutcome, crashed_outcome, evaluate_trial, is_out_of_space
 
 log = logging.getLogger("fairnas.search")
 
@@ -249,7 +249,9 @@ class _SearchLoop:
 
     def _finish(self, key: RunKey, trial_id: int, outcome: TrialOutcome | None, error: BaseException | None) -> None:
         proposals = self._running.pop(key)
-        if error is not None:  # the worker itself failed (e.g. killed); evaluate_trial never raises
+        if error is not None and is_out_of_space(error):  # not the trial's fault: stop, retry it on the next run
+            raise error
+        if error is not None:  # the worker itself failed (e.g. killed); evaluate_trial never raises otherwise
             outcome = crashed_outcome(self._store.objectives, self._settings.crash_costs, error, wall_time_s=math.nan)
         assert outcome is not None  # a pool gives (token, result, None) or (token, None, error)
         record = TrialRecord(trial_id, proposals[0].config, proposals[0].budget, key[2], outcome)

@@ -63,6 +63,9 @@ class TrialStore:
         self.objectives = tuple(objectives)
         self.hyperparameters = tuple(hyperparameters)
         self.records: list[TrialRecord] = self._read() if self.path.exists() else []
+        # a writer killed mid-write leaves its temporary file (fairnas.io.atomic_path); the folder has one writer
+        for leftover in self.path.parent.glob(f".{self.path.name}.*"):
+            leftover.unlink(missing_ok=True)
 
     def append(self, record: TrialRecord) -> None:
         """Add a finished trial and durably rewrite trials.csv."""

@@ -3,13 +3,16 @@
 ``evaluate_trial`` is what runs on a worker (in-process or on a Dask worker). It never raises for a
 failing target: exceptions (non-finite embeddings included), out-of-memory errors, missing objectives and NaN or
 -inf values all become a ``crashed`` outcome carrying the crash cost and the error message, so the search goes on.
-A +inf value is a result, not a failure: a ratio of Table 4.1 is +inf by definition when its denominator is 0 and
+A full disk (or quota) is no result of the trial either: :func:`is_out_of_space` errors escape, so that the search
+stops without recording the trial and retries it when the same command runs again. A +inf value is a result, not
+a failure: a ratio of Table 4.1 is +inf by definition when its denominator is 0 and
 its numerator is not. It is capped at the objective's crash cost (the worst value the search records, and the
 number the optimiser is told), the trial stays successful, and its message says which value was capped.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
@@ -66,6 +69,8 @@ def evaluate_trial(
         result = target(dict(config), seed, budget)
         values = _objective_values(result, objectives)
     except Exception as error:  # any failure, including MemoryError and torch.cuda.OutOfMemoryError
+        if is_out_of_space(error):
+            raise
         _release_accelerator_memory()
         return crashed_outcome(objectives, crash_cost, error, time.perf_counter() - start)
     worst = dict(zip(objectives, crash_cost, strict=True))
@@ -87,6 +92,19 @@ def _objective_values(result: Any, objectives: Sequence[str]) -> dict[str, float
     if undefined:
         raise FloatingPointError(f"undefined objective values {undefined}")
     return values
+
+
+OUT_OF_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+def is_out_of_space(error: BaseException) -> bool:
+    """Whether ``error`` (or an error it was raised from) is a full disk or an exceeded quota: the machine's fault,
+    not the trial's."""
+    while error is not None:
+        if isinstance(error, OSError) and error.errno in OUT_OF_SPACE:
+            return True
+        error = error.__cause__ or error.__context__  # type: ignore[assignment]
+    return False
 
 
 def crashed_outcome(

@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from fairnas.config import CONFIG_DIR
+from fairnas.search.trial import is_out_of_space
 from fairnas.tasks.run_lock import discard_if_unused
 
 DATALOADER_WORKER = re.compile(r"Caught \w+ in DataLoader worker process \d+\.$")
@@ -39,6 +40,10 @@ def run_cli(task: Callable[[DictConfig], Any], cfg: DictConfig) -> Any:
         raise
     except USER_ERRORS as exc:
         _fail(_first_line(exc))
+    except OSError as exc:
+        if not is_out_of_space(exc):
+            raise
+        _fail(f"{_first_line(exc)}; free space and run the same command again: finished work is kept and resumed")
 
 
 def hydra_command(task: Callable[[DictConfig], Any], config_name: str) -> Callable[[], None]:

@@ -21,6 +21,7 @@ import pandas as pd
 
 from fairnas.metrics import IDENTIFICATION_METRICS
 from fairnas.search.parallel import TrialPool
+from fairnas.search.trial import is_out_of_space
 from fairnas.tasks.compare import path_name, train_once
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,8 @@ def train_run(run_dir: Path, overrides: list[str]) -> dict:
     try:
         return train_once(run_dir, overrides)
     except Exception as error:  # any failure of one run, out-of-memory included: recorded, the study goes on
+        if is_out_of_space(error):  # the machine's fault: the study stops and the run is retried on resume
+            raise
         return {"error": f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"}
 
 
@@ -94,6 +97,8 @@ def run_all(
                 started[spec.folder] = time.perf_counter()
                 workers.submit(spec.folder, train_run, output_dir / spec.folder, overrides(spec))
             folder, metrics, error = workers.next_finished()
+            if error is not None and is_out_of_space(error):
+                raise error
             if error is not None:  # the worker itself died
                 metrics = {"error": f"{type(error).__name__}: {error}".splitlines()[0]}
             results[folder] = metrics

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import copy
+import errno
 import logging
+import shutil
 import warnings
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ log = logging.getLogger(__name__)
 warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
 
 RESUME_AUTO = "auto"
+CHECKPOINT_HEADROOM = 64 * 2**20  # bytes: a failed checkpoint write with less free space than this is a full disk
 BASELINE_DIR = "baseline"
 # Settings naming a checkpoint or run folder that a run reads, in the order they are read: the one it continues from
 # and those whose weights it starts from (SensitiveNets sets init_from to its mitigation.checkpoint: that file is read
@@ -42,8 +45,17 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     while saving keeps its previous ``last.ckpt``, the end of its last finished epoch, to resume from."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None) -> None:
-        with atomic_path(path) as tmp:
-            torch.save(checkpoint, tmp)
+        """Torch reports a full disk as a failed write of its archive (a RuntimeError); it is raised as the
+        ``OSError(ENOSPC)`` it is, so that a search does not record the trial as crashed."""
+        try:
+            with atomic_path(path) as tmp:
+                torch.save(checkpoint, tmp)
+        except RuntimeError as error:
+            free = shutil.disk_usage(Path(path).parent).free
+            if free < CHECKPOINT_HEADROOM:
+                message = f"no space left to write checkpoint '{path}' ({free} bytes free)"
+                raise OSError(errno.ENOSPC, message) from error
+            raise
 
 
 @locks_output_dir
