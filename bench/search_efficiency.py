@@ -114,7 +114,18 @@ METHODS = {
     "nsga2+final": Method("NSGA-II + final stage", "nsga2", final=True),
     "smac_seeds2": Method("SMAC racing 2 seeds (full budget)", "smac", settings={"n_seeds": 2}),
     "smac_seeds3": Method("SMAC racing 3 seeds (full budget)", "smac", settings={"n_seeds": 3}),
+    "botorch": Method("BoTorch GP, full budget", "botorch", settings={"botorch": {"fidelity": "full"}}),
+    "botorch_early_stop": Method(
+        "BoTorch GP, early stopping", "botorch", settings={"botorch": {"fidelity": "early_stop"}}
+    ),
+    "botorch_momf": Method("BoTorch GP, MOMF", "botorch", settings={"botorch": {"fidelity": "momf"}}),
+    "botorch+final": Method(
+        "BoTorch GP + final stage", "botorch", settings={"botorch": {"fidelity": "full"}}, final=True
+    ),
+    "reference_full": Method("plain BoTorch loop, full budget", "reference"),
+    "reference_momf": Method("plain BoTorch loop, MOMF", "reference"),
 }
+"""``reference_*``: BoTorch's own loop outside fairnas (``botorch_reference.py``), on the BoTorch problems only."""
 DEFAULT_METHODS = ("smac", "smac_scratch", "random", "moasha", "nsga2")
 FINAL = FinalSettings()  # the final stage of the methods that have one: search.final's defaults
 FACE_OVERRIDES = (
@@ -167,21 +178,22 @@ def analytic_problem() -> Problem:
     )
 
 
-def botorch_problem(name: str) -> Problem:
-    """BoTorch's ``MOMFBraninCurrin`` or ``MOMFPark`` (``botorch_problems.py``) over budgets 1 to 8 epochs."""
+def botorch_problem(name: str, fidelity_mapping: str = "linear_from_min", total_budget: float = 400) -> Problem:
+    """BoTorch's ``MOMFBraninCurrin`` or ``MOMFPark`` (``botorch_problems.py``) over budgets 1 to 8 epochs, the budget
+    mapped onto the fidelity input by ``fidelity_mapping``."""
     from botorch_problems import MomfTarget  # BoTorch is in the bench extra only
 
-    target = MomfTarget(name, min_budget=1, max_budget=8)
+    target = MomfTarget(name, min_budget=1, max_budget=8, fidelity_mapping=fidelity_mapping)
     configspace = target.configspace()
     return Problem(
-        name=name,
+        name=name if fidelity_mapping == "linear_from_min" else f"{name}_s8",
         space=SearchSpace(configspace=configspace, keys={name: name for name in configspace}),
         objectives=target.objectives,
         min_budget=target.min_budget,
         max_budget=target.max_budget,
         eta=2,
         reference_point=target.reference_point,
-        default_total_budget=400,
+        default_total_budget=total_budget,
         make_target=lambda run_dir, continuing, seed: (target, RetrainingCost(continuing)),
         max_hypervolume=target.max_hypervolume,
     )
@@ -261,6 +273,9 @@ PROBLEMS = {
     "analytic": analytic_problem,
     "momf_branin_currin": lambda: botorch_problem("momf_branin_currin"),
     "momf_park": lambda: botorch_problem("momf_park"),
+    # the issue's protocol for the GP comparison: fidelity s = budget / 8, 800 epochs
+    "momf_branin_currin_s8": lambda: botorch_problem("momf_branin_currin", "share_of_max", 800),
+    "momf_park_s8": lambda: botorch_problem("momf_park", "share_of_max", 800),
     "faces": face_problem,
     "table": table_problem,
 }
@@ -290,6 +305,10 @@ def run_method(
     if finished.is_file():
         return pd.read_csv(finished)
     spec = METHODS[method]
+    if spec.strategy == "reference":
+        trials = _reference_run(problem, method.removeprefix("reference_"), seed, total_budget)
+        write_csv_atomic(trials, finished)
+        return trials
     final_cost = final.top_k * final.seeds * problem.max_budget if spec.final else 0.0
     if total_budget - final_cost < problem.max_budget:
         raise ValueError(
@@ -323,6 +342,18 @@ def run_method(
         trials = pd.concat([trials, _final_stage(problem, target, meter, trials, search_settings, final, search_dir)])
     write_csv_atomic(trials, finished)
     return trials
+
+
+def _reference_run(problem: Problem, variant: str, seed: int, total_budget: float) -> pd.DataFrame:
+    """The plain BoTorch loop (``botorch_reference.py``) on a BoTorch problem, its trials as a search's."""
+    from botorch_reference import run_reference, rungs_of
+
+    target, _ = problem.make_target(Path(), True, seed)
+    if not hasattr(target, "problem"):
+        raise ValueError(f"the plain BoTorch loop runs on the BoTorch problems only, not on {problem.name}")
+    rungs = rungs_of(problem.min_budget, problem.max_budget, problem.eta)
+    trials = run_reference(target, variant, seed=seed, total_budget=total_budget, rungs=rungs)  # type: ignore[arg-type]
+    return trials.assign(stage="search")
 
 
 def _replayed_seeds(trials: pd.DataFrame, target: Target) -> pd.DataFrame:

@@ -37,6 +37,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytorch_lightning as pl
 from ConfigSpace import ConfigurationSpace
@@ -320,6 +321,65 @@ def summary(table: pd.DataFrame, spec: dict) -> str:
     return "\n".join(lines)
 
 
+LEARNS = 0.9
+"""Mean validation error below which a configuration counts as learning (chance is about 0.997)."""
+
+
+def landscape(table: pd.DataFrame, spec: dict, split: str = "val", knob: str = "group_alpha") -> str:
+    """Does the table's space trade error against rank disparity, and how much do the operations add to ``knob``?
+
+    Over the configurations that learn (mean error below :data:`LEARNS`), at the maximum budget: Spearman's rank
+    correlation of the means; the front of the means, and how many of its configurations are told apart, walking it
+    in order of error and keeping a configuration when its paired difference (over the table's seeds) from the last
+    one kept exceeds 2 standard errors in either objective; the share of the variance of each objective between the
+    knob's values and between the operation triples; the best triple at each value of the knob, and Kendall's tau
+    between the triples' error rankings at each pair of values."""
+    from scipy.stats import kendalltau, spearmanr
+
+    objectives, max_budget = list(spec["objectives"]), spec["max_budget"]
+    final = table[table["epoch"] == max_budget]
+    columns = [f"{split}/{name}" for name in objectives]
+    means = final.groupby("config_id")[columns].mean()
+    learning = means[means[columns[0]] < LEARNS]
+    configs = final.drop_duplicates("config_id").set_index("config_id").loc[learning.index]
+    rho = spearmanr(learning[columns[0]], learning[columns[1]]).statistic
+    front = learning[non_dominated_mask(learning.to_numpy(dtype=float))].sort_values(columns[0])
+    per_seed = final.pivot_table(index="seed", columns="config_id", values=columns)
+    kept = [front.index[0]]
+    for candidate in front.index[1:]:
+        margins = []
+        for column in columns:
+            difference = per_seed[column][candidate] - per_seed[column][kept[-1]]
+            margins.append(abs(difference.mean()) / difference.sem() if difference.sem() > 0 else np.inf)
+        if max(margins) > 2:
+            kept.append(candidate)
+    triples = configs[["op0", "op1", "op2"]].astype(str).agg("-".join, axis=1)
+    lines = [
+        f"{len(learning)} of {len(means)} configurations learn ({split}, {len(spec['seeds'])} seeds, means):",
+        f"Spearman(error, rank disparity) = {rho:.2f}",
+        f"front of the means: {len(front)} configurations, {len(kept)} of them apart by more than 2 s.e. (paired):",
+        front.assign(config=configs.loc[front.index, "config"], kept=front.index.isin(kept)).round(3).to_string(),
+    ]
+    for column in columns:
+        total = ((learning[column] - learning[column].mean()) ** 2).sum()
+        for name, groups in ((knob, configs[knob]), ("operations", triples)):
+            between = learning.groupby(groups)[column].agg(["mean", "size"])
+            share = (between["size"] * (between["mean"] - learning[column].mean()) ** 2).sum() / total
+            lines.append(f"{column}: share of the variance between the values of {name}: {share:.2f}")
+    ranking = learning.assign(triple=triples, knob=configs[knob])
+    for value, rows in ranking.groupby("knob"):
+        best = {column: rows.sort_values(column).iloc[0]["triple"] for column in columns}
+        lines.append(f"{knob}={value}: lowest {columns[0]} {best[columns[0]]}, lowest {columns[1]} {best[columns[1]]}")
+    values = sorted(ranking["knob"].unique())
+    for a, b in itertools.combinations(values, 2):
+        pair = ranking.pivot_table(index="triple", columns="knob", values=columns[0]).dropna(subset=[a, b])
+        lines.append(
+            f"Kendall's tau of the triples' {columns[0]} at {knob}={a} and {b}: "
+            f"{kendalltau(pair[a], pair[b]).statistic:.2f} ({len(pair)} triples)"
+        )
+    return "\n".join(lines)
+
+
 def _commit() -> str:
     done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPOSITORY, capture_output=True, text=True)
     return done.stdout.strip()
@@ -335,7 +395,7 @@ def _shard(text: str) -> tuple[int, int]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["build", "summary"])
+    parser.add_argument("command", choices=["build", "summary", "landscape"])
     parser.add_argument("--name", default="dpn_showcase_noisy")
     parser.add_argument("--work-dir", type=Path, help="run folders (default outputs/tabular/<name>)")
     parser.add_argument("--tables", type=Path, default=TABLES, help="folder of the table and its spec")
@@ -368,6 +428,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         ):
             print(f"[table] shard {args.shard[0]}/{args.shard[1]} done; other shards still running")
             return
+    if args.command == "landscape":
+        for split in ("val", "test"):
+            print(landscape(*load_table(args.name, args.tables), split=split), "\n")
+        return
     print(summary(*load_table(args.name, args.tables)))
 
 

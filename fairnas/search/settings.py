@@ -49,12 +49,7 @@ class FinalSettings:
         """Settings from ``search.final`` (a dict or an OmegaConf node); unknown keys and bad values are named."""
         if isinstance(mapping, FinalSettings):
             return mapping
-        mapping = dict(mapping or {})
-        allowed = [field.name for field in dataclasses.fields(cls)]
-        unknown = [str(key) for key in mapping if key not in allowed]
-        if unknown:
-            raise ValueError(f"unknown search.final settings {unknown}; allowed: {allowed}")
-        values = {"top_k": cls.top_k, "seeds": cls.seeds, **mapping}
+        values = _section_values(cls, mapping, "final")
         return cls(
             top_k=_integer("final.top_k", values["top_k"], minimum=1),
             seeds=_integer("final.seeds", values["seeds"], minimum=0),
@@ -88,12 +83,7 @@ class BotorchSettings:
         """Settings from ``search.botorch`` (a dict or an OmegaConf node); unknown keys and bad values are named."""
         if isinstance(mapping, BotorchSettings):
             return mapping
-        mapping = dict(mapping or {})
-        allowed = [field.name for field in dataclasses.fields(cls)]
-        unknown = [str(key) for key in mapping if key not in allowed]
-        if unknown:
-            raise ValueError(f"unknown search.botorch settings {unknown}; allowed: {allowed}")
-        values: dict[str, Any] = {field.name: field.default for field in dataclasses.fields(cls)} | mapping
+        values = _section_values(cls, mapping, "botorch")
         _check_choice("botorch.fidelity", values["fidelity"], BOTORCH_FIDELITIES)
         _check_choice("botorch.crashed", values["crashed"], BOTORCH_CRASHED)
         settings = cls(
@@ -282,6 +272,16 @@ def check_compatible(
     clashes = sorted(set(hyperparameters) & (RESERVED_COLUMNS | set(settings.objectives)))
     if clashes:
         raise ValueError(f"hyperparameter names {clashes} clash with trials.csv columns; rename them in the space")
+
+
+def _section_values(cls: type, mapping: Mapping[str, Any] | None, section: str) -> dict[str, Any]:
+    """A settings section (``search.<section>``) over its dataclass's defaults; an unknown key is named."""
+    mapping = dict(mapping or {})
+    allowed = [field.name for field in dataclasses.fields(cls)]
+    unknown = [str(key) for key in mapping if key not in allowed]
+    if unknown:
+        raise ValueError(f"unknown search.{section} settings {unknown}; allowed: {allowed}")
+    return {field.name: field.default for field in dataclasses.fields(cls)} | mapping
 
 
 def _check_choice(name: str, value: Any, allowed: Collection[str]) -> None:

@@ -35,7 +35,7 @@ import pandas as pd
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from fairnas.config import CONFIG_DIR, compose_config
+from fairnas.config import CONFIG_DIR, compose_config, resolve_space_path
 from fairnas.mitigations.table import markdown_tables, summarize
 from fairnas.search import SearchResult, load_space
 from fairnas.search.final import fresh_seeds
@@ -210,7 +210,7 @@ class Study:
         result = run_face_search(cfg)
         self.search_result = result
         answer = result.final.front if result.final is not None else result.pareto_front
-        space = load_space(settings["space"])
+        space = load_space(resolve_space_path(settings["space"]))
         constants = {name for name, hp in space.configspace.items() if hasattr(hp, "value")}
         for row in answer.to_dict("records"):
             config = json.loads(row["config"])
@@ -251,18 +251,7 @@ class Study:
     def _final(self) -> StageReport:
         compared = [self.default, *self.searched, *self._best_hand_designed(self.settings.final.hand_designed)]
         runs = self.train(self.specs(compared, self.final_seeds), "final")
-        summary = verdicts.model_summary(runs)
-        table = self._files.table("final", summary)
-        figure = self._files.figure("final", scatter_figure(summary, "re-trained models"))
-        self._scatters.append(
-            (
-                "final_front",
-                summary,
-                "val/error_mean",
-                "val/rank_disparity_mean",
-                "re-trained models: validation error vs rank disparity (means over seeds)",
-            )
-        )
+        table, figure = self._models_table(runs, "final", "main", "val", "re-trained models")
         claims = self._dominance(runs, "final", data="main")
         return StageReport(
             "final",
@@ -353,18 +342,7 @@ class Study:
     def _transfer(self) -> StageReport:
         models, seeds = self._chosen(), self.final_seeds[: self.settings.transfer.seeds]
         runs = self.train(self.specs(models, seeds, data="transfer"), "transfer")
-        summary = verdicts.model_summary(runs, data="transfer")
-        table = self._files.table("transfer", summary)
-        figure = self._files.figure("transfer", scatter_figure(summary, "transfer data set"))
-        self._scatters.append(
-            (
-                "transfer_front",
-                summary,
-                "test/error_mean",
-                "test/rank_disparity_mean",
-                "transfer data: test error vs rank disparity (means over seeds)",
-            )
-        )
+        table, figure = self._models_table(runs, "transfer", "transfer", "test", "transfer data set")
         claims = self._dominance(runs, "transfer", data="transfer")
         return StageReport(
             "transfer",
@@ -375,6 +353,20 @@ class Study:
             {"transfer": figure},
             math.nan,
         )
+
+    def _models_table(self, runs: pd.DataFrame, name: str, data: str, split: str, title: str) -> tuple[Path, Path]:
+        """The models' means ± s.e. over seeds as a table, a figure and (for W&B) a native scatter plot of ``split``."""
+        summary = verdicts.model_summary(runs, data=data)
+        self._scatters.append(
+            (
+                f"{name}_front",
+                summary,
+                f"{split}/error_mean",
+                f"{split}/rank_disparity_mean",
+                f"{title}: {split} error vs rank disparity (means over seeds)",
+            )
+        )
+        return self._files.table(name, summary), self._files.figure(name, scatter_figure(summary, title))
 
     # ---- choices and claims ---------------------------------------------------------------------------------------
 
