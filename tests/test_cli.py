@@ -1,5 +1,5 @@
 """Every command's entry point: bad input ends in exit status 2 and one ``error:`` line naming the key or file,
-before any training, search or audit starts. One table for all five commands, run through the same ``main`` the
+before any training, search or audit starts. One table for all six commands, run through the same ``main`` the
 top-level scripts and console scripts call; one real subprocess shows a script is wired to it."""
 
 from __future__ import annotations
@@ -139,6 +139,16 @@ CASES = [
         "audit",
         ["ckpt=[{files}/pickled.ckpt,{files}/truncated.ckpt]"],
         r"error: ckpt=\['.*pickled.ckpt', '.*truncated.ckpt'\]: name one checkpoint or run folder$",
+    ),
+    ("study", ["study.stages=[noise,bogus]"], r"error: study.stages=\['noise', 'bogus'\]: each once, from \['noise'"),
+    ("study", ["study.stages=[final]"], r"error: study.stages: final needs search \(it uses its results\)"),
+    ("study", ["study.noise.seeds=1"], r"error: study.noise.seeds=1 must be an integer >= 2"),
+    ("study", ["study.mitigations.names=[nosuch]"], r"error: study.mitigations.names \(nosuch\): .*'mitigation/nosuch'"),
+    ("study", ["study.search.total_budget=2"], r"error: study.search.total_budget=2 is below one full trial"),
+    (
+        "study",
+        ["data=celeba", "data.root=/data/celeba", "+data.table.n_identities=24"],
+        r"error: the study's training overrides: data.table: read_celeba got an unexpected keyword .*'n_identities'",
     ),
 ]
 

@@ -10,6 +10,7 @@ from fairnas.tasks.cli import run_cli
 from fairnas.tasks.train import train
 
 PLACED_GROUPS = {"estimator": "estimator@eval.robustness.estimator"}  # groups that train.yaml places in a package
+ROOT_CONFIGS = {"search": "search", "study": "study"}  # groups that only their own command's root config lists
 GROUP_OPTIONS = [
     (group.name, option.stem)
     for group in sorted(CONFIG_DIR.iterdir())
@@ -30,7 +31,7 @@ def test_every_option_composes_and_resolves(group, option, tmp_path):
         "sensitivenets": ["mitigation.checkpoint=/runs/baseline/checkpoints/last.ckpt", "data_info={n_groups: 2}"]
     }.get(option, [])
     choice = f"{PLACED_GROUPS.get(group, group)}={option}"
-    cfg = compose_config("search" if group == "search" else "train", [choice, *required], output_dir=tmp_path)
+    cfg = compose_config(ROOT_CONFIGS.get(group, "train"), [choice, *required], output_dir=tmp_path)
     resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
     assert resolved["output_dir"] == str(tmp_path)
     if "data" in resolved:  # data.root is the one key for where a data set lives: its table reads it

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,3 +31,16 @@ def synthetic_faces(root: str | Path, **spec: Any) -> FaceTable:
     except TypeError as error:  # an unknown option: the dataclass names it
         raise ValueError(f"data.table: {error}") from None
     return read_generic(render_synthetic_faces(face_spec, root), attribute="group")
+
+
+# The options ``spec`` takes, as keywords of the signature: a ``data.table`` partial with an unknown one is refused when
+# the config is built (``fairnas.tasks.runs.check_partial``), not when the data are first read.
+synthetic_faces.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    [
+        inspect.Parameter("root", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        *(
+            inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=None)
+            for field in dataclasses.fields(SyntheticFaceSpec)
+        ),
+    ]
+)

@@ -133,6 +133,11 @@ class Study:
             stage=stage,
         )
         self.runs = pd.concat([self.runs, rows], ignore_index=True)
+        if len(rows) and (rows["status"] != "success").all():  # nothing left to measure: stop, naming why
+            first = rows.iloc[0]
+            raise ValueError(
+                f"study {stage}: all {len(rows)} runs crashed, e.g. {first['run_dir']}: {first['error_message']}"
+            )
         return rows
 
     def specs(self, models: Sequence[str], seeds: Sequence[int], **fields) -> list[RunSpec]:

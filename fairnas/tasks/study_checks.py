@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from fairnas.config import CONFIG_DIR, compose_config, resolve_space_path
 from fairnas.search import SearchSettings, load_space
 from fairnas.tasks.checks import check_training_settings
+from fairnas.tasks.runs import instantiate_partial
 
 STAGES = ("noise", "sweep", "search", "final", "mitigations", "robustness", "transfer")
 NEEDS = {"final": "search", "mitigations": "final", "transfer": "final"}
@@ -115,7 +116,10 @@ def _seeds(value: Any, key: str, minimum: int) -> int:
 
 
 def _compose(overrides: Sequence[str], what: str) -> None:
+    """The training config of ``overrides`` composes and its data table takes its arguments (e.g. no synthetic-set
+    sizes left on a real data set)."""
     try:
-        compose_config("train", list(overrides), output_dir=".")
-    except HydraException as error:
+        cfg = compose_config("train", list(overrides), output_dir=".")
+        instantiate_partial(cfg.data.table, "data.table")
+    except (HydraException, ValueError) as error:
         raise ValueError(f"{what}: {str(error).splitlines()[0]}") from None

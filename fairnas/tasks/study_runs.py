@@ -102,7 +102,7 @@ def run_all(
             if error is not None:  # the worker itself died
                 metrics = {"error": f"{type(error).__name__}: {error}".splitlines()[0]}
             results[folder] = metrics
-            status = "crashed" if "error" in metrics else "done"
+            status = f"crashed ({metrics['error']})" if "error" in metrics else "done"
             log.info("study %s: %s %s in %.0f s", stage, folder, status, time.perf_counter() - started[folder])
     return pd.DataFrame([_row(spec, results[spec.folder], stage) for spec in specs])
 
