@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
-from tabular import _shard
+from tabular import parse_shard
 
 from fairnas.config import compose_config
 from fairnas.io import write_csv_atomic, write_json_atomic
@@ -141,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--part", choices=list(PARTS), required=True)
     parser.add_argument("--out", type=Path, default=REPOSITORY / "outputs" / "group_sampling")
     parser.add_argument("--seeds", type=int, help="seeds 0 .. N-1 per cell (default: variants 4, alphas 3)")
-    parser.add_argument("--shard", type=_shard, default=(0, 1), metavar="K/N", help="every N-th run from the K-th")
+    parser.add_argument("--shard", type=parse_shard, default=(0, 1), metavar="K/N", help="every N-th run from the K-th")
     args = parser.parse_args(argv)
     runs = study(args.part, args.out, args.seeds or SEEDS[args.part], args.shard)
     if runs is None:

@@ -76,7 +76,7 @@ from _answer_quality import Truth, answer, quality
 from _compute_meter import ComputeBudgetReached, CostMeter, EpochsTrained, MeteredTarget, RetrainingCost
 from _efficiency_figure import efficiency_figure, volume_on_grid
 from analytic import NoisyMultiFidelityProblem
-from tabular import TableTarget, front_hypervolume, load_table
+from tabular import TableTarget, front_hypervolume, load_table, parse_shard
 
 from fairnas.io import write_csv_atomic, write_text_atomic
 from fairnas.search import SearchResult, SearchSettings, SearchSpace, load_space, run_search
@@ -423,7 +423,10 @@ def benchmark(
     for seed in seeds:
         for method in methods:
             start = time.perf_counter()
-            run_dir = work_dir / problem.name / method / f"seed{seed}"
+            # a method with the final stage keeps the stage's settings in its folder name: runs of other settings
+            # are other runs
+            folder = f"{method}@top{final.top_k}x{final.seeds}" if METHODS[method].final else method
+            run_dir = work_dir / problem.name / folder / f"seed{seed}"
             trials = run_method(problem, method, seed=seed, total_budget=total_budget, run_dir=run_dir, final=final)
             curve = consumed_curve(trials, problem)
             wall_time_s = time.perf_counter() - start
@@ -614,6 +617,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--problem", nargs="+", choices=[*PROBLEMS, "all"], default=["analytic"])
     parser.add_argument("--seeds", type=int, default=5, help="seeds 0 .. N-1 per method")
     parser.add_argument(
+        "--shard",
+        type=parse_shard,
+        default=(0, 1),
+        help="K/N: run only seeds s with s %% N == K (N processes on one --work-dir; a run without --shard then "
+        "reads every finished run back and reports them all)",
+    )
+    parser.add_argument(
         "--total-budget",
         type=float,
         nargs="+",
@@ -650,7 +660,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 runs = benchmark(
                     problem,
                     methods=args.methods,
-                    seeds=range(args.seeds),
+                    seeds=[seed for seed in range(args.seeds) if seed % args.shard[1] == args.shard[0]],
                     total_budget=total_budget,
                     work_dir=work_dir if len(budgets) == 1 else work_dir / f"budget{total_budget:g}",
                     final=final,

@@ -385,7 +385,7 @@ def _commit() -> str:
     return done.stdout.strip()
 
 
-def _shard(text: str) -> tuple[int, int]:
+def parse_shard(text: str) -> tuple[int, int]:
     """``K/N`` with 0 <= K < N."""
     k, _, n = text.partition("/")
     if not (k.isdigit() and n.isdigit() and int(k) < int(n)):
@@ -405,7 +405,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--overrides", nargs="*", default=[], help="train.py overrides after experiment=showcase")
     parser.add_argument(
         "--shard",
-        type=_shard,
+        type=parse_shard,
         default=(0, 1),
         metavar="K/N",
         help="train every N-th configuration from the K-th (run N processes, K = 0..N-1)",
