@@ -143,7 +143,11 @@ CASES = [
     ("study", ["study.stages=[noise,bogus]"], r"error: study.stages=\['noise', 'bogus'\]: each once, from \['noise'"),
     ("study", ["study.stages=[final]"], r"error: study.stages: final needs search \(it uses its results\)"),
     ("study", ["study.noise.seeds=1"], r"error: study.noise.seeds=1 must be an integer >= 2"),
-    ("study", ["study.mitigations.names=[nosuch]"], r"error: study.mitigations.names \(nosuch\): .*'mitigation/nosuch'"),
+    (
+        "study",
+        ["study.mitigations.names=[nosuch]"],
+        r"error: study.mitigations.names \(nosuch\): .*'mitigation/nosuch'",
+    ),
     ("study", ["study.search.total_budget=2"], r"error: study.search.total_budget=2 is below one full trial"),
     (
         "study",
