@@ -7,7 +7,8 @@ judged at their true values, their means over the table's training seeds, not at
 - ``true_share``: the hypervolume of the answer's configurations at their true values, as a share of the hypervolume
   of the table's own front of true values (the best any answer can be).
 - The pick: the answer's configuration of lowest estimated error (what a user deploys); ``pick_<objective>`` its
-  true values.
+  true values, ``pick_<objective>_gap`` its true value less the value the run reported for it (positive: the run
+  promised better than the configuration is; the winner's curse of picking the best of noisy values).
 - ``heldout_*``: the same, with the true values averaged only over the table seeds the search never read. The
   seeds a search read also decided what it returned, so their mean flatters its answer; the held-out mean does not
   (it is noisier: fewer seeds).
@@ -68,10 +69,13 @@ def quality(
     result: dict[str, float] = {"answer_size": float(len(returned))}
     for prefix, seeds in (("", None), ("heldout_", held_out or None)):
         if returned.empty or (prefix and not held_out):
-            result |= {f"{prefix}true_share": np.nan, **{f"{prefix}pick_{name}": np.nan for name in truth.objectives}}
+            result |= {f"{prefix}true_share": np.nan}
+            result |= {f"{prefix}pick_{name}{gap}": np.nan for name in truth.objectives for gap in ("", "_gap")}
             continue
         values = truth.values(seeds).loc[returned.index, list(truth.objectives)]
         result[f"{prefix}true_share"] = hypervolume(values.to_numpy(dtype=float), reference_point) / max_hypervolume
         pick = values.iloc[0]  # ``returned`` is sorted by its estimated first objective
         result |= {f"{prefix}pick_{name}": float(pick[name]) for name in truth.objectives}
+        estimated = returned.iloc[0]
+        result |= {f"{prefix}pick_{name}_gap": float(pick[name] - estimated[name]) for name in truth.objectives}
     return result

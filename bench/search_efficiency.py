@@ -528,7 +528,7 @@ def answer_quality(runs: pd.DataFrame, problem: Problem) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-QUALITY_COLUMNS = ("true_share", "pick_error", "pick_rank_disparity")
+QUALITY_COLUMNS = ("true_share", "pick_error", "pick_rank_disparity", "pick_error_gap", "pick_rank_disparity_gap")
 
 
 def format_quality(quality_runs: pd.DataFrame, problem: Problem, total_budget: float, held_out: bool = False) -> str:

@@ -127,6 +127,10 @@ def test_the_final_stage_is_charged_within_the_budget_and_answers_are_judged_at_
     assert quality["true_share"].between(0, 1 + 1e-9).all()
     truth = problem.truth.values()
     assert set(quality["pick_error"]).issubset(set(truth["error"]))
+    for row in quality.itertuples():  # the gap: the pick's true error less the error its run reported for it
+        run = runs[(runs["method"] == row.method) & (runs["seed"] == row.seed)]
+        returned = bench.answer(run, problem.objectives, problem.max_budget)
+        assert row.pick_error_gap == pytest.approx(row.pick_error - returned["error"].iloc[0])
     held = quality.set_index("method")
     assert held.loc["random", "heldout_true_share"].notna().all()  # random read one seed of two
     assert held.loc["random+final", "heldout_true_share"].isna().all()  # it read both
