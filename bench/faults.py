@@ -35,20 +35,15 @@ import tempfile
 import textwrap
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 CASES = ("driver", "driver-in-write", "worker", "disk-full", "disk-full-training")
-TINY_FACES = [  # tests/conftest.py's TINY_DATA: 24 identities of 32 px faces, one epoch
-    "data.table.n_identities=24",
-    "data.table.images_per_identity=6",
-    "data.table.image_size=32",
-    "data.transforms.resize=36",
-    "data.batch_size=16",
-    "data.eval_batch_size=64",
-    "embedding_dim=64",
+TINY_FACES = [  # a few seconds per trial: the smoke preset's 24 identities of 32 px faces, on the CPU
+    "experiment=smoke",
     "trainer.accelerator=cpu",
     "trainer.enable_progress_bar=false",
     "trainer.enable_model_summary=false",
@@ -219,15 +214,24 @@ def worker_kill(root: Path) -> dict[str, int]:
     return search.counts()
 
 
-def disk_full(root: Path) -> dict[str, int]:
-    """The 6th trial fills a 2 MB tmpfs holding the search folder before returning, so writing its record fails;
-    the folder is read back, the space freed, and the search resumed."""
+@contextlib.contextmanager
+def tmpfs(root: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` (e.g. ``2m``) mounted at ``root/tmpfs`` for the block (mounting needs root)."""
     if os.geteuid() != 0:
         raise PermissionError("mounting a tmpfs needs root")
     mount = root / "tmpfs"
     mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], check=True, capture_output=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)], check=True, capture_output=True)
     try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False, capture_output=True)
+
+
+def disk_full(root: Path) -> dict[str, int]:
+    """The 6th trial fills a 2 MB tmpfs holding the search folder before returning, so writing its record fails;
+    the folder is read back, the space freed, and the search resumed."""
+    with tmpfs(root, "2m") as mount:
         search = Search(root, n_trials=12, folder=mount / "search", fill_at=6)
         process = search.start(fill=mount / "filler")
         code = process.wait(timeout=600)
@@ -238,8 +242,6 @@ def disk_full(root: Path) -> dict[str, int]:
         (mount / "filler").unlink()
         search.finish()
         return search.counts()
-    finally:
-        subprocess.run(["umount", str(mount)], check=False, capture_output=True)
 
 
 def disk_full_in_training(root: Path) -> dict[str, int]:
@@ -247,12 +249,7 @@ def disk_full_in_training(root: Path) -> dict[str, int]:
     less than a checkpoint. A full disk stops the search with one line and leaves the trial unrecorded; the filler is
     deleted and the same command runs again, until it finishes (at most 6 times). A trial recorded as crashed counts
     as lost: a resumed search never runs it again."""
-    if os.geteuid() != 0:
-        raise PermissionError("mounting a tmpfs needs root")
-    mount = root / "tmpfs"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200m", "tmpfs", str(mount)], check=True, capture_output=True)
-    try:
+    with tmpfs(root, "200m") as mount:
         filler = mount / "filler"
         with open(filler, "wb") as file:
             file.write(b"\0" * (shutil.disk_usage(mount).free - 4 * 2**20))
@@ -299,8 +296,6 @@ def disk_full_in_training(root: Path) -> dict[str, int]:
             "mid-write": 0,
             "crashed": int(crashed.sum()),
         }
-    finally:
-        subprocess.run(["umount", str(mount)], check=False, capture_output=True)
 
 
 def _rows(path: Path) -> int:
