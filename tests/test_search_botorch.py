@@ -48,7 +48,9 @@ def _told(strategy, proposal, target=ZDT1):
     strategy.tell(proposal, TrialOutcome(target(proposal.config, 0, proposal.budget), "success", 1.0))
 
 
-@pytest.mark.parametrize("fidelity", FIDELITIES)
+@pytest.mark.parametrize(
+    "fidelity", [pytest.param(f, marks=pytest.mark.slow) if f == "full" else f for f in FIDELITIES]
+)  # full (every trial at the maximum budget) is the slowest; the other variants stay in the default suite
 def test_each_fidelity_variant_searches_the_analytic_problem(tmp_path, fidelity):
     result = _botorch(tmp_path, fidelity, n_trials=14, final={"top_k": 2, "seeds": 1})
     trials = _check_outputs(result, 14)
@@ -66,6 +68,7 @@ def test_each_fidelity_variant_searches_the_analytic_problem(tmp_path, fidelity)
     assert len(result.pareto_front) >= 1
 
 
+@pytest.mark.slow
 def test_a_search_repeats_itself_with_the_same_seed(tmp_path):
     first = _botorch(tmp_path / "a", "early_stop", n_trials=12).trials
     second = _botorch(tmp_path / "b", "early_stop", n_trials=12).trials
@@ -75,7 +78,7 @@ def test_a_search_repeats_itself_with_the_same_seed(tmp_path):
     assert other["config_id"].tolist() != first["config_id"].tolist()
 
 
-@pytest.mark.parametrize("fidelity", ["full", "early_stop"])
+@pytest.mark.parametrize("fidelity", [pytest.param("full", marks=pytest.mark.slow), "early_stop"])
 def test_every_hyperparameter_type_and_condition_of_a_space_file(tmp_path, fidelity):
     result = _botorch(tmp_path, fidelity, target=_mixed_target, space=MIXED_SPACE, n_trials=12)
     trials = result.trials
@@ -85,6 +88,7 @@ def test_every_hyperparameter_type_and_condition_of_a_space_file(tmp_path, fidel
     assert set(trials["optimizer"]) == {"adam", "sgd"}
 
 
+@pytest.mark.slow
 def test_the_paper_space_gets_only_valid_conditional_configurations(tmp_path):
     def target(config, seed, budget):
         assert ("lr_adam" in config) == (config["optimizer"] in ("adam", "adamw"))
