@@ -25,7 +25,15 @@ STAGES = ("noise", "sweep", "search", "final", "mitigations", "robustness", "tra
 
 
 def study(out: Path, cache_dir: Path, *overrides: str, base: list[str] = SMOKE) -> subprocess.CompletedProcess:
-    env = {**os.environ, "FAIRNAS_CACHE_DIR": str(cache_dir), "PYTHONHASHSEED": "0", "WANDB_MODE": "offline"}
+    # One thread per run, as Dask's workers train (its nanny sets OMP_NUM_THREADS=1): float reductions split over
+    # other thread counts round differently, which moves a near-chance smoke model by a probe or more.
+    env = {
+        **os.environ,
+        "FAIRNAS_CACHE_DIR": str(cache_dir),
+        "PYTHONHASHSEED": "0",
+        "WANDB_MODE": "offline",
+        "OMP_NUM_THREADS": "1",
+    }
     command = [sys.executable, str(REPO / "study.py"), *base, f"paths.cache_dir={cache_dir}", f"hydra.run.dir={out}"]
     return subprocess.run([*command, *overrides], env=env, capture_output=True, text=True, timeout=900, cwd=out.parent)
 
