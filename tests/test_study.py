@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from fairnas.study import claims
+from fairnas.tasks import study_runs
 from tests.helpers import chromium, needs_chromium
 from tests.layouts import write_celeba
 
@@ -55,21 +56,26 @@ def test_every_stage_runs_and_every_claim_is_decided_from_the_runs(smoke_study):
     out, *_ = smoke_study
     runs = pd.read_csv(out / "runs.csv")
     trained = set(STAGES) - {"search"}  # the search's trials are its own records: search/trials.csv
-    assert set(runs["stage"]) == trained and (runs["status"] == "success").all()
+    assert set(runs["stage"]) == trained and runs["status"].isin(["success", claims.NOT_APPLICABLE]).all()
     assert set(runs["data"]) == {"main", "transfer"}
     assert {"balanced", "flipped", "plain", "AdvERM"} <= set(runs["mitigation"])
     final = runs[runs["stage"] == "final"]
     assert final.groupby("model")["seed"].apply(sorted).map(tuple).nunique() == 1  # every model, the same seeds
     search = pd.read_csv(out / "search" / "trials.csv")
-    assert not set(final["seed"]) & set(search["seed"])  # fresh seeds: not the search's
-    assert (out / "search" / "final_front.csv").is_file()
+    chose_the_answer = pd.read_csv(out / "search" / "final_trials.csv")
+    # fresh seeds: neither the search's trials' nor those of the final stage that chose the answer
+    assert not set(final["seed"]) & (set(search["seed"]) | set(chose_the_answer["seed"]))
+    noise = runs[runs["stage"] == "noise"]
+    default_final = final[final["kind"] == "default"]
+    assert set(default_final["run_dir"]) <= set(noise["run_dir"])  # the noise runs, read back
 
     table = pd.read_csv(out / "claims.csv")
-    verdict = r"^(holds|does not hold) \(([+-]\d|the same difference in every seed)|undecided"
+    verdict = r"^(holds|does not hold) \(([+-]\d|the same difference in every seed)|undecided|not applicable|no effect"
     assert len(table) >= 6 and table["verdict"].str.match(verdict).all()
     assert set(table["stage"]) == {"final", "mitigations", "robustness", "transfer"}
     # one claim recomputed from runs.csv: a mitigation's effect, paired by seed with its baseline
-    row = table[table["claim"].str.startswith("Balanced lowers the test rank disparity of")].iloc[0]
+    balanced = table[table["claim"].str.startswith("Balanced lowers the test rank disparity of")]
+    row = balanced[balanced["verdict"] != claims.NOT_APPLICABLE].iloc[0]
     model = row["claim"].split(" of ", 1)[1]
     mean, se, _ = claims.paired(runs, model, model, "test/rank_disparity", mitigation="balanced")
     assert row["margin_se"] == pytest.approx(claims.margin(mean, se, -1), nan_ok=True)
@@ -118,7 +124,9 @@ def test_the_report_page_renders_every_figure_and_every_claim_with_a_verdict(smo
     assert len(images) == len(re.findall(r"!\[", (out / "report.md").read_text())) > 3
     findings = re.findall(r"<p class=\"finding\">(.*?)</p>", dom, flags=re.S)
     claim_lines = [f for f in findings if " lowers " in f or " dominates " in f]
-    assert claim_lines and all(re.search(r"(holds|does not hold|undecided)", f) for f in claim_lines)
+    assert claim_lines and all(
+        re.search(r"(holds|does not hold|undecided|not applicable|no effect)", f) for f in claim_lines
+    )
     shot = tmp_path / "shot.png"
     chromium(tmp_path, f"--screenshot={shot}", (out / "report.html").as_uri())
     from PIL import Image
@@ -181,3 +189,24 @@ def test_paired_differences_and_dominance_follow_the_definitions():
     crashed.loc[0, "status"] = "crashed"
     assert claims.paired(crashed, "A", "B", "val/error")[2] == 2  # the crashed seed is left out of the pair
     assert "1 runs crashed" in claims.dominance(crashed, ["A"], "B", split="val", stage="final").evidence
+
+
+def test_a_mitigation_that_changes_nothing_is_not_applicable_and_one_without_effect_says_so():
+    base = ["experiment=smoke", "seed=3"]
+    grouped = [*base, "data.group_sampling.alpha=1.5"]  # a searched model that re-samples its groups itself
+    assert not study_runs.changes_training(grouped, [*grouped, "mitigation=balanced"])  # its own alpha wins
+    assert study_runs.changes_training(base, [*base, "mitigation=balanced"])
+    assert study_runs.changes_training(base, [*base, "mitigation=angular"])  # a margin policy: trained, then judged
+
+    spec = study_runs.RunSpec("searched", "searched", (), 3, mitigation="balanced")
+    skipped = study_runs.not_applicable([spec], "mitigations", "Balanced changes nothing")
+    rows = [{"seed": seed, "test/rank_disparity": 2.0 + seed, "test/error": 0.4} for seed in (3, 4)]
+    baseline = pd.DataFrame(rows).assign(model="searched", kind="searched", mitigation="none", data="main")
+    runs = pd.concat([baseline.assign(status="success"), skipped], ignore_index=True)
+    claim = claims.lowers(runs, "searched", "balanced", "test/rank_disparity", stage="mitigations")
+    assert claim.verdict == claims.NOT_APPLICABLE and "Balanced changes nothing" in claim.evidence
+    assert claims.crashed(runs, ["searched"]) == 0
+
+    same = pd.concat([baseline, baseline.assign(mitigation="angular")], ignore_index=True).assign(status="success")
+    claim = claims.lowers(same, "searched", "angular", "test/rank_disparity", stage="mitigations")
+    assert claim.verdict.startswith("no effect") and not claim.holds

@@ -1,6 +1,9 @@
 """The claims of thesis Chapter 4, each decided from a study's runs with its margin in standard errors.
 
 A claim *holds* when the measured difference points the claimed way by more than :data:`HOLDS` standard errors.
+A mitigation that changes nothing in a model's training (Balanced on a model that re-samples its groups already) is
+*not applicable* to it and is not trained; one that trains but reproduces its baseline exactly in every seed has *no
+effect* (Angular's extra margin where the target class's softmax probability underflows, so its gradient is the same).
 Models compared in a study share their training seeds, so differences are paired by seed (a seed's effect is largely
 shared by all models; pairing removes it), over the seeds both have run successfully. Every claim says how many
 seeds it rests on and how many runs behind it crashed; nothing here is asserted, only computed from the runs table
@@ -20,6 +23,8 @@ HOLDS = 2.0
 """A claim holds when the measured difference points the claimed way by more than this many standard errors."""
 OBJECTIVES = ("error", "rank_disparity")
 SUCCESS = "success"
+NOT_APPLICABLE = "not applicable"
+"""The status of a run a study did not train: its mitigation changes nothing in the model's training."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,9 +36,13 @@ class Claim:
     holds: bool
     margin: float
     evidence: str
+    outcome: str | None = None
+    """Set instead of a margin's verdict: ``not applicable`` or ``no effect``."""
 
     @property
     def verdict(self) -> str:
+        if self.outcome is not None:
+            return self.outcome
         if math.isnan(self.margin):
             return "undecided"
         if math.isinf(self.margin):  # the same difference in every seed: no standard error to measure it by
@@ -97,7 +106,7 @@ def paired(
 
 def crashed(runs: pd.DataFrame, models: Sequence[str], data: str = "main") -> int:
     rows = runs[runs["model"].isin(list(models)) & (runs["data"] == data)]
-    return int((rows["status"] != SUCCESS).sum())
+    return int((~rows["status"].isin([SUCCESS, NOT_APPLICABLE])).sum())
 
 
 def dominance(
@@ -141,13 +150,20 @@ def lowers(
     baseline: str = "none",
 ) -> Claim:
     """Does ``mitigation`` lower ``column`` of ``model``, paired by seed with its run with ``baseline`` (default:
-    unmitigated)?"""
+    unmitigated)? *Not applicable* when the study did not train it (its runs' status), *no effect* when every seed's
+    run reproduces the baseline's ``column`` and error exactly."""
     both = {"mitigation": mitigation, "baseline_mitigation": baseline}
     mean, se, seeds = paired(runs, model, model, column, **both)
     error_mean, error_se, _ = paired(runs, model, model, column.rsplit("/", 1)[0] + "/error", **both)
     split, metric = column.split("/", 1)
     statement = f"{label or mitigation} lowers the {split} {metric.replace('_', ' ')} of {model}"
+    treated = runs[(runs["model"] == model) & (runs["mitigation"] == mitigation)]
+    if len(treated) and (treated["status"] == NOT_APPLICABLE).all():
+        reason = treated["error_message"].iloc[0]
+        return Claim(stage, statement, False, math.nan, f"Not trained: {reason}.", outcome=NOT_APPLICABLE)
     evidence = f"change {fmt(mean, se)} at an error change of {fmt(error_mean, error_se)}, paired over {seeds} seeds."
+    if seeds and mean == se == error_mean == error_se == 0:
+        return Claim(stage, statement, False, 0.0, evidence, outcome="no effect (the same run as the baseline's)")
     found = margin(mean, se, -1)
     return Claim(stage, statement, found > HOLDS, found, evidence)
 

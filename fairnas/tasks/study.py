@@ -3,11 +3,12 @@ cluster, ending in one report a person reads.
 
 Stages (``study.stages``; each sized in ``conf/study/``):
 
-- ``noise``: the default model with ``study.noise.seeds`` seeds: the seed noise every comparison is read against;
+- ``noise``: the default model with ``study.noise.seeds`` seeds (the final comparison's): the seed noise every
+  comparison is read against;
 - ``sweep``: hand-designed models (Sec. 4.3), from a space file's architectures or a list, one seed each;
 - ``search``: ``search.py``'s search (any strategy) with its final stage (Sec. 4.4-4.5.1): the search's answer;
 - ``final``: the answer, the default model and the best hand-designed models re-trained with ``study.final.seeds``
-  fresh seeds, shared by every model so that comparisons are paired;
+  fresh seeds (neither the search's nor its final stage's), shared by every model so that comparisons are paired;
 - ``mitigations``: Balanced, Flipped, Angular, SensitiveNets (Sec. 4.5.3, Table 4.6) on the default, the best searched
   and the best hand-designed model; their baselines are the final comparison's runs;
 - ``robustness``: AdvERM vs plain training of the default model (Sec. 2.9), robustness bias from DeepFool;
@@ -23,6 +24,7 @@ an interrupted study resumes; a crashed run is recorded and left out of the clai
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import math
@@ -30,6 +32,7 @@ import shutil
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from hydra.core.hydra_config import HydraConfig
@@ -48,7 +51,7 @@ from fairnas.tasks.reporting import Report
 from fairnas.tasks.run_lock import locks_output_dir
 from fairnas.tasks.search import run_face_search
 from fairnas.tasks.study_checks import check_study, hand_designed_models, search_settings
-from fairnas.tasks.study_runs import RunSpec, run_all
+from fairnas.tasks.study_runs import RunSpec, changes_training, not_applicable, run_all
 
 log = logging.getLogger(__name__)
 STUDY_KEYS = ("study", "name", "hydra", "logger", "output_dir")
@@ -69,6 +72,14 @@ def run_study(cfg: DictConfig, overrides: Sequence[str] | None = None) -> pd.Dat
             study.run_stage(stage)
     study.write_report()
     return study.runs
+
+
+def planned_search_seeds(settings: dict[str, Any]) -> set[int]:
+    """The seeds a search with ``settings`` trains with, as far as they are known before it runs: its own and its final
+    stage's fresh ones (SMAC racing ``n_seeds`` > 1 draws more as it goes; the final comparison then avoids those)."""
+    seeds = {int(settings["seed"])}
+    final = settings.get("final") or {}
+    return seeds | set(fresh_seeds(seeds, final["seeds"])) if final.get("seeds") and final.get("top_k") else seeds
 
 
 def training_overrides(cfg: DictConfig, overrides: Sequence[str] | None) -> list[str]:
@@ -92,7 +103,12 @@ class Study:
         }  # name -> (kind, overrides)
         self.searched: list[str] = []
         self.search_result: SearchResult | None = None
-        self.final_seeds = list(range(1, self.settings.final.seeds + 1))
+        # Comparisons train with seeds the search never saw, neither in its trials nor in its final stage, which
+        # chose the answer by them (re-using those seeds would favour the answer). The default model's noise seeds
+        # are the same, so that its final-comparison runs are read back (also when a later invocation adds stages).
+        reserved = planned_search_seeds(search_settings(self.settings))
+        self.noise_seeds = fresh_seeds(reserved, self.settings.noise.seeds)
+        self.final_seeds = fresh_seeds(reserved, self.settings.final.seeds)
         self.claims: list[verdicts.Claim] = []
         self._pools: list[TrialPool] = []
         self._stack = contextlib.ExitStack()
@@ -124,14 +140,7 @@ class Study:
         return self._pools[0]
 
     def train(self, specs: Sequence[RunSpec], stage: str) -> pd.DataFrame:
-        transfer = list(self.settings.transfer.overrides)
-        rows = run_all(
-            specs,
-            output_dir=self.output_dir,
-            overrides=lambda spec: spec.training_overrides(self.base, transfer),
-            pool=self.pool,
-            stage=stage,
-        )
+        rows = run_all(specs, output_dir=self.output_dir, overrides=self._overrides, pool=self.pool, stage=stage)
         self.runs = pd.concat([self.runs, rows], ignore_index=True)
         if len(rows) and (rows["status"] != "success").all():  # nothing left to measure: stop, naming why
             first = rows.iloc[0]
@@ -139,6 +148,9 @@ class Study:
                 f"study {stage}: all {len(rows)} runs crashed, e.g. {first['run_dir']}: {first['error_message']}"
             )
         return rows
+
+    def _overrides(self, spec: RunSpec) -> list[str]:
+        return spec.training_overrides(self.base, list(self.settings.transfer.overrides))
 
     def specs(self, models: Sequence[str], seeds: Sequence[int], **fields) -> list[RunSpec]:
         return [
@@ -157,7 +169,7 @@ class Study:
     # ---- stages ---------------------------------------------------------------------------------------------------
 
     def _noise(self) -> StageReport:
-        runs = self.train(self.specs([self.default], range(self.settings.noise.seeds)), "noise")
+        runs = self.train(self.specs([self.default], self.noise_seeds), "noise")
         noise = verdicts.seed_noise(runs, self.default)
         table = self._files.table("noise", noise)
         findings = [
@@ -223,7 +235,8 @@ class Study:
             name = f"searched {label}"
             self.models[name] = ("searched", tuple(space.overrides(config)))
             self.searched.append(name)
-        self.final_seeds = fresh_seeds(result.trials["seed"], self.settings.final.seeds)
+        final_stage = [] if result.final is None else list(result.final.trials["seed"])
+        self.final_seeds = fresh_seeds([*result.trials["seed"], *final_stage], self.settings.final.seeds)
         shutil.copyfile(result.output_dir / "pareto_front.png", self.output_dir / "search_front.png")
         tables = {"search_answer": self._files.table("search_answer", answer)}
         trials = result.trials
@@ -270,18 +283,27 @@ class Study:
 
     def _mitigations(self) -> StageReport:
         models, seeds = self._chosen(), self.final_seeds[: self.settings.mitigations.seeds]
-        specs, titles = [], {"none": "Baseline"}
+        specs, skipped, titles = [], [], {"none": "Baseline"}
         for name in self.settings.mitigations.names:
             titles[name], inputs = self._mitigation(name)
-            for spec in self.specs(models, seeds):
-                baseline = self.output_dir / spec.folder
-                extra = (
-                    f"mitigation={name}",
-                    *(self.settings.mitigations.overrides or {}).get(name, []),
-                    *(f"mitigation.{key}='{baseline / BASELINE_INPUTS[key]}'" for key in inputs),
-                )
-                specs.append(RunSpec(spec.model, spec.kind, spec.overrides, spec.seed, mitigation=name, extra=extra))
-        mitigated = self.train(specs, "mitigations")
+            for model in models:
+                treated = []
+                for spec in self.specs([model], seeds):
+                    baseline = self.output_dir / spec.folder
+                    extra = (
+                        f"mitigation={name}",
+                        *(self.settings.mitigations.overrides or {}).get(name, []),
+                        *(f"mitigation.{key}='{baseline / BASELINE_INPUTS[key]}'" for key in inputs),
+                    )
+                    treated.append(dataclasses.replace(spec, mitigation=name, extra=extra))
+                untreated = self.specs([model], seeds[:1])[0]
+                if changes_training(self._overrides(untreated), self._overrides(treated[0])):
+                    specs += treated
+                else:
+                    reason = f"{titles[name]} changes nothing in the training of {model}, whose own overrides set it"
+                    skipped.append(not_applicable(treated, "mitigations", reason))
+        mitigated = pd.concat([self.train(specs, "mitigations"), *skipped], ignore_index=True)
+        self.runs = pd.concat([self.runs, *skipped], ignore_index=True)
         runs = pd.concat([self._rows("final", models, seeds), mitigated])
         cells = runs.rename(columns={"test/error": "error", "test/rank_disparity": "rank_disparity"})
         summary = summarize(verdicts.successful(cells), ["rank_disparity"])
@@ -419,7 +441,7 @@ class Study:
         return declared.get("title", name), [key for key in BASELINE_INPUTS if key in declared]
 
     def _crashes(self, runs: pd.DataFrame) -> list[str]:
-        failed = runs[runs["status"] != "success"]
+        failed = runs[~runs["status"].isin([verdicts.SUCCESS, verdicts.NOT_APPLICABLE])]
         return (
             [
                 f"{len(failed)} of {len(runs)} runs crashed and are left out of this stage's numbers: "

@@ -7,6 +7,8 @@ existing Dask scheduler) and collects them as they finish. A run is identified b
 its final-comparison seeds) share it, and a finished run is read back instead of trained
 (:func:`fairnas.tasks.compare.train_once`, which also refuses a folder holding a run with other overrides). A run that
 fails, or whose worker dies, is recorded as crashed with its message; the claims it feeds leave it out and say so.
+A mitigation that changes nothing in a model's training (:func:`changes_training`) is not trained at all: its rows
+say *not applicable* and why.
 """
 
 from __future__ import annotations
@@ -18,10 +20,13 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import pandas as pd
+from omegaconf import OmegaConf
 
+from fairnas.config import compose_config
 from fairnas.metrics import IDENTIFICATION_METRICS
 from fairnas.search.parallel import TrialPool
 from fairnas.search.trial import is_out_of_space
+from fairnas.study.claims import NOT_APPLICABLE
 from fairnas.tasks.compare import path_name, train_once
 
 log = logging.getLogger(__name__)
@@ -53,6 +58,33 @@ class RunSpec:
         (a mitigation and its inputs, AdvERM's regulariser), then the seed."""
         data = list(transfer) if self.data == "transfer" else []
         return [*base, *data, *self.overrides, *self.extra, f"seed={self.seed}"]
+
+
+def changes_training(baseline: Sequence[str], mitigated: Sequence[str]) -> bool:
+    """Whether the overrides ``mitigated`` train anything else than ``baseline``'s: False when their composed configs
+    agree outside the ``mitigation`` node and that node builds nothing (no ``_target_``: no margin policy, embedder
+    wrapper or regulariser), e.g. Balanced (``data.group_sampling.alpha=1``) on a model whose own overrides set the
+    group sampling, which win over a config group's values."""
+
+    def resolved(overrides: Sequence[str]) -> dict:
+        return OmegaConf.to_container(compose_config("train", list(overrides), output_dir="."), resolve=True)
+
+    before, after = resolved(baseline), resolved(mitigated)
+    treatment = after.pop("mitigation", None) or {}
+    before.pop("mitigation", None)
+    return before != after or _builds(treatment)
+
+
+def _builds(node: object) -> bool:
+    """Whether a resolved config node instantiates anything (a ``_target_`` at any depth)."""
+    if isinstance(node, dict):
+        return "_target_" in node or any(_builds(value) for value in node.values())
+    return isinstance(node, list) and any(_builds(value) for value in node)
+
+
+def not_applicable(specs: Iterable[RunSpec], stage: str, reason: str) -> pd.DataFrame:
+    """The rows of runs a stage does not train because their mitigation changes nothing (``reason`` says why)."""
+    return pd.DataFrame([_row(spec, {"error": reason}, stage) | {"status": NOT_APPLICABLE} for spec in specs])
 
 
 def train_run(run_dir: Path, overrides: list[str]) -> dict:
