@@ -104,9 +104,13 @@ def paired(
     return (*mean_se(difference), len(difference))
 
 
+def failed(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs that crashed (neither successful nor left untrained as not applicable)."""
+    return runs[~runs["status"].isin([SUCCESS, NOT_APPLICABLE])]
+
+
 def crashed(runs: pd.DataFrame, models: Sequence[str], data: str = "main") -> int:
-    rows = runs[runs["model"].isin(list(models)) & (runs["data"] == data)]
-    return int((~rows["status"].isin([SUCCESS, NOT_APPLICABLE])).sum())
+    return len(failed(runs[runs["model"].isin(list(models)) & (runs["data"] == data)]))
 
 
 def dominance(

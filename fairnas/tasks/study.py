@@ -287,8 +287,9 @@ class Study:
         for name in self.settings.mitigations.names:
             titles[name], inputs = self._mitigation(name)
             for model in models:
+                untreated = self.specs([model], seeds)
                 treated = []
-                for spec in self.specs([model], seeds):
+                for spec in untreated:
                     baseline = self.output_dir / spec.folder
                     extra = (
                         f"mitigation={name}",
@@ -296,8 +297,7 @@ class Study:
                         *(f"mitigation.{key}='{baseline / BASELINE_INPUTS[key]}'" for key in inputs),
                     )
                     treated.append(dataclasses.replace(spec, mitigation=name, extra=extra))
-                untreated = self.specs([model], seeds[:1])[0]
-                if changes_training(self._overrides(untreated), self._overrides(treated[0])):
+                if changes_training(self._overrides(untreated[0]), self._overrides(treated[0])):
                     specs += treated
                 else:
                     reason = f"{titles[name]} changes nothing in the training of {model}, whose own overrides set it"
@@ -441,7 +441,7 @@ class Study:
         return declared.get("title", name), [key for key in BASELINE_INPUTS if key in declared]
 
     def _crashes(self, runs: pd.DataFrame) -> list[str]:
-        failed = runs[~runs["status"].isin([verdicts.SUCCESS, verdicts.NOT_APPLICABLE])]
+        failed = verdicts.failed(runs)
         return (
             [
                 f"{len(failed)} of {len(runs)} runs crashed and are left out of this stage's numbers: "
