@@ -26,8 +26,9 @@ from tests.test_search_strategies import MIXED_SPACE, _mixed_target
 pytest.importorskip("botorch")
 
 from fairnas.search.botorch import BotorchStrategy
+from fairnas.search.botorch import model as gp
 from fairnas.search.botorch.encoding import SpaceEncoding
-from fairnas.search.botorch.model import ImputeInactive
+from fairnas.search.botorch.model import ImputeInactive, OneHotCategoricalKernel
 
 SMALL = {"raw_samples": 16, "num_restarts": 2, "mc_samples": 16, "fit_maxiter": 50}
 FIDELITIES = ["full", "early_stop", "momf"]
@@ -204,6 +205,73 @@ def test_a_resumed_strategy_starts_from_the_earlier_trials():
     assert len(resumed._observations) == len(records)
 
 
+def test_the_one_hot_hamming_kernel_gives_botorchs_values_and_gradients():
+    import torch
+    from botorch.models.kernels.categorical import CategoricalKernel
+
+    torch.manual_seed(0)
+    x1, x2 = torch.randint(0, 4, (2, 7, 3)).double(), torch.randint(0, 4, (2, 5, 3)).double()
+    lengthscale = torch.tensor([[[0.3, 1.0, 4.0]], [[2.0, 0.5, 1.0]]], dtype=torch.double)
+    x_outside = x1.clone()
+    x_outside[0, 0, 1] = 7.0  # not a choice: compared as BoTorch compares it
+    for inputs in [(x1, x2), (x1, x1), (x_outside, x2)]:
+        values, grads = [], []
+        for kind in (CategoricalKernel, OneHotCategoricalKernel):
+            kernel = kind(batch_shape=torch.Size([2]), ard_num_dims=3).double()
+            kernel.choices = [[0.0, 1.0, 2.0, 3.0]] * 3
+            kernel.lengthscale = lengthscale
+            value = kernel.forward(*inputs)
+            value.sum().backward()
+            values.append(value.detach())
+            grads.append(kernel.raw_lengthscale.grad)
+            assert torch.allclose(kernel.forward(x1, x1, diag=True), torch.ones(2, 7, dtype=torch.double))
+        assert values[0].shape == (2, 7, inputs[1].shape[1]) and torch.allclose(values[0], values[1])
+        assert torch.allclose(grads[0], grads[1])
+    # a mixed space's model gets it in place of BoTorch's (in its sum and its product kernel)
+    encoding = SpaceEncoding(load_space(MIXED_SPACE).configspace)
+    X = torch.tensor(encoding.impute(np.array([encoding.encode(c) for c in _mixed_configs(6)])))
+    model = gp.fit_model(X, torch.rand(6, 2, dtype=torch.double), encoding, maxiter=5)
+    found = [type(k) for k in model.covar_module.modules() if isinstance(k, CategoricalKernel)]
+    assert found == [OneHotCategoricalKernel, OneHotCategoricalKernel]
+
+
+def _mixed_configs(n):
+    configspace = load_space(MIXED_SPACE).configspace
+    configspace.seed(0)
+    return [dict(c) for c in configspace.sample_configuration(n)]
+
+
+def test_hyperparameters_are_refitted_every_refit_every_suggestions(monkeypatch):
+    import torch
+
+    fitted = []  # per suggestion of the model: were the hyperparameters fitted?
+    fit = gp.fit_model
+
+    def recording_fit(*args, hyperparameters=None, **kwargs):
+        fitted.append(hyperparameters is None)
+        return fit(*args, hyperparameters=hyperparameters, **kwargs)
+
+    monkeypatch.setattr(gp, "fit_model", recording_fit)
+    settings = _settings(min_budget=4, botorch={"refit_every": 3})
+    strategy, records = BotorchStrategy(ZDT1.configspace(), settings), []
+    for trial_id in range(12):
+        proposal = strategy.ask()
+        outcome = TrialOutcome(ZDT1(proposal.config, 0, proposal.budget), "success", 1.0)
+        strategy.tell(proposal, outcome)
+        records.append(TrialRecord(trial_id, proposal.config, proposal.budget, 0, outcome))
+    assert len(fitted) >= 4 and fitted == [i % 3 == 0 for i in range(len(fitted))]
+    kept = strategy._hyperparameters
+    assert kept is not None and not any(name.startswith("outcome_transform") for name in kept)
+    # the kept hyperparameters are set as they are on a model of other data of the space, not fitted again
+    X, Y = torch.rand(9, 3, dtype=torch.double), torch.rand(9, 2, dtype=torch.double)
+    model = fit(X, Y, strategy._encoding, maxiter=5, hyperparameters=kept)
+    assert all(torch.equal(model.state_dict()[name], value) for name, value in kept.items())
+    # a resumed strategy fits them at its first suggestion
+    fitted.clear()
+    BotorchStrategy(ZDT1.configspace(), settings, history=records).ask()
+    assert fitted == [True]
+
+
 def test_the_model_is_fitted_on_at_most_max_observations():
     strategy = BotorchStrategy(ZDT1.configspace(), _settings(botorch={"max_observations": 4}))
     values = [(0.0, 1.0), (1.0, 0.0), (0.5, 0.5), (2, 2), (3, 3), (4, 4), (5, 5), (6, 6)]  # three non-dominated
@@ -285,6 +353,7 @@ def test_sigkill_mid_search_then_rerun_continues_without_lost_or_repeated_trials
         ({"crashed": "zero"}, "unknown search.botorch.crashed 'zero'; allowed: ['worst', 'exclude']"),
         ({"raw_samples": 0}, "search.botorch.raw_samples must be an integer >= 1, got 0"),
         ({"fit_maxiter": -5}, "search.botorch.fit_maxiter must be an integer >= 1, got -5"),
+        ({"refit_every": 0}, "search.botorch.refit_every must be an integer >= 1, got 0"),
         ({"num_restarts": 2.5}, "search.botorch.num_restarts must be an integer >= 1, got 2.5"),
         ({"mc_samples": "many"}, "search.botorch.mc_samples must be an integer >= 1, got 'many'"),
         ({"max_observations": 1}, "search.botorch.max_observations must be an integer >= 2, got 1"),
@@ -296,7 +365,7 @@ def test_sigkill_mid_search_then_rerun_continues_without_lost_or_repeated_trials
         (
             {"kernel": "rbf"},
             "unknown search.botorch settings ['kernel']; allowed: ['fidelity', 'max_observations', 'fit_maxiter', "
-            "'raw_samples', 'num_restarts', 'mc_samples', 'crashed']",
+            "'refit_every', 'raw_samples', 'num_restarts', 'mc_samples', 'crashed']",
         ),
     ],
 )

@@ -67,14 +67,17 @@ class BotorchSettings:
     configuration's) or ``momf`` (BoTorch's MOMF acquisition picks configuration and rung, cost-weighted).
     ``max_observations``: the most trials the Gaussian process is fitted on (half the best by non-dominated sorting,
     half the most recent of the rest; null: all); ``fit_maxiter``: L-BFGS-B iterations of its fit (null: BoTorch's
-    limit, 15000). ``raw_samples``, ``num_restarts``: the acquisition optimiser's
-    random starts and how many of them it refines; ``mc_samples``: quasi-Monte Carlo samples of the acquisition.
+    limit, 15000); ``refit_every``: the hyperparameters are fitted at every this many suggestions of the model (and
+    at the first after a start or resume), kept in between while the model takes in the new trials. ``raw_samples``,
+    ``num_restarts``: the acquisition optimiser's random starts and how many of them it refines; ``mc_samples``:
+    quasi-Monte Carlo samples of the acquisition.
     ``crashed``: a crashed trial enters the model with the worst value observed per objective (``worst``) or not at
     all (``exclude``)."""
 
     fidelity: str = "full"
-    max_observations: int | None = 300
+    max_observations: int | None = 100
     fit_maxiter: int | None = 200
+    refit_every: int = 1
     raw_samples: int = 512
     num_restarts: int = 10
     mc_samples: int = 128
@@ -92,6 +95,7 @@ class BotorchSettings:
             fidelity=values["fidelity"],
             max_observations=_optional(_integer, "botorch.max_observations", values["max_observations"], minimum=2),
             fit_maxiter=_optional(_integer, "botorch.fit_maxiter", values["fit_maxiter"], minimum=1),
+            refit_every=_integer("botorch.refit_every", values["refit_every"], minimum=1),
             raw_samples=_integer("botorch.raw_samples", values["raw_samples"], minimum=1),
             num_restarts=_integer("botorch.num_restarts", values["num_restarts"], minimum=1),
             mc_samples=_integer("botorch.mc_samples", values["mc_samples"], minimum=1),

@@ -44,6 +44,7 @@ try:
     from botorch.fit import fit_gpytorch_mll
     from botorch.models.gp_regression import SingleTaskGP
     from botorch.models.gp_regression_mixed import MixedSingleTaskGP
+    from botorch.models.kernels.categorical import CategoricalKernel
     from botorch.models.transforms.input import InputTransform
     from botorch.optim.optimize_mixed import optimize_acqf_mixed_alternating
     from botorch.sampling.normal import SobolQMCNormalSampler
@@ -54,7 +55,16 @@ try:
 except ImportError as error:
     raise ValueError(MISSING_BOTORCH) from error
 
-__all__ = ["BotorchWarning", "ModelFittingError", "fit_model", "improvement", "maximize", "momf", "reference_point"]
+__all__ = [
+    "BotorchWarning",
+    "ModelFittingError",
+    "fit_model",
+    "hyperparameters",
+    "improvement",
+    "maximize",
+    "momf",
+    "reference_point",
+]
 
 DTYPE = torch.double
 
@@ -79,20 +89,75 @@ class ImputeInactive(InputTransform):
         return torch.cat([torch.where(active, X[..., :d], inactive), X[..., d:]], dim=-1)
 
 
-def fit_model(X: Tensor, Y: Tensor, encoding: SpaceEncoding, *, maxiter: int | None) -> SingleTaskGP:
+class OneHotCategoricalKernel(CategoricalKernel):
+    """BoTorch's Hamming-distance ``CategoricalKernel``, ``exp(-mean_d [x1_d != x2_d] / l_d)``, computed as one matrix
+    product of one-hot codes, ``exp(-(sum_d w_d - onehot(x1) diag(w) onehot(x2)^T))`` with ``w_d = 1 / (D l_d)``,
+    instead of comparing every pair of points in every column: the same values. The acquisition evaluates the
+    kernel over the trials and a batch of candidates jointly, where the comparisons dominated a suggestion
+    (docs/search_benchmark.md, "Its cost per suggestion"). ``choices``: the values of each column, in the order of
+    the kernel's columns; inputs outside them are compared as BoTorch compares them."""
+
+    choices: list[list[float]]
+
+    def forward(self, x1: Tensor, x2: Tensor, diag: bool = False, last_dim_is_batch: bool = False) -> Tensor:
+        column = torch.tensor([d for d, values in enumerate(self.choices) for _ in values], device=x1.device)
+        value = torch.tensor([v for values in self.choices for v in values], dtype=x1.dtype, device=x1.device)
+        codes1, codes2 = self._one_hot(x1, column, value), self._one_hot(x2, column, value)
+        if last_dim_is_batch or codes1 is None or codes2 is None:
+            return super().forward(x1, x2, diag=diag, last_dim_is_batch=last_dim_is_batch)
+        weights = self.lengthscale.reciprocal() / x1.shape[-1]  # batch x 1 x D
+        matches = (codes1 * weights[..., column]) @ codes2.transpose(-1, -2)
+        res = torch.exp(matches - weights.sum(-1, keepdim=True))
+        return torch.diagonal(res, dim1=-1, dim2=-2) if diag else res
+
+    def _one_hot(self, x: Tensor, column: Tensor, value: Tensor) -> Tensor | None:
+        """``... x n x C``: 1 where a row's ``column`` takes ``value``; None when a value is not among ``choices``."""
+        hits = x[..., column] == value
+        if not bool((hits.sum(-1) == x.shape[-1]).all()):
+            return None
+        return hits.to(self.lengthscale.dtype)
+
+
+def fit_model(
+    X: Tensor,
+    Y: Tensor,
+    encoding: SpaceEncoding,
+    *,
+    maxiter: int | None,
+    hyperparameters: Mapping[str, Tensor] | None = None,
+) -> SingleTaskGP:
     """A Gaussian process of the ``n x m`` targets ``Y`` (maximised) at inputs ``X`` (the encoding's columns, then
     any fidelity column), its hyperparameters and noise fitted by maximum marginal likelihood (L-BFGS-B, at most
-    ``maxiter`` iterations: the mixed kernel's many lengthscales take hundreds to converge on a flat likelihood)."""
+    ``maxiter`` iterations: the mixed kernel's many lengthscales take hundreds to converge on a flat likelihood), or
+    set to ``hyperparameters`` (:func:`hyperparameters` of an earlier model of the same space) without a fit."""
     transform = ImputeInactive(encoding) if encoding.conditional else None
     categorical = list(encoding.categorical_columns)
     model: SingleTaskGP
     if categorical:
         model = MixedSingleTaskGP(X, Y, cat_dims=categorical, input_transform=transform)
+        choices = [[*encoding.columns[d].values, encoding.columns[d].inactive] for d in categorical]
+        for kernel in model.covar_module.modules():
+            if type(kernel) is CategoricalKernel:  # BoTorch builds it; it computes the same values faster
+                kernel.__class__ = OneHotCategoricalKernel
+                kernel.choices = choices
     else:
         model = SingleTaskGP(X, Y, input_transform=transform)
+    if hyperparameters is not None:
+        model.load_state_dict(hyperparameters, strict=False)
+        return model
     options = None if maxiter is None else {"options": {"maxiter": maxiter}}
     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model), optimizer_kwargs=options)
     return model
+
+
+def hyperparameters(model: SingleTaskGP) -> dict[str, Tensor]:
+    """The fitted hyperparameters of ``model`` (kernel, mean, noise), without what depends on its training data
+    (the standardisation's statistics): what :func:`fit_model` sets on a model of other data of the same space."""
+    return {
+        name: value.detach().clone()
+        for name, value in model.state_dict().items()
+        if not name.startswith(("outcome_transform.", "input_transform."))
+    }
 
 
 def reference_point(Y: Tensor) -> Tensor:

@@ -126,6 +126,8 @@ class BotorchStrategy:
         self._observations: dict[TrialKey, Observation] = {}
         self._by_config: dict[str, list[Observation]] = {}
         self._pending: dict[TrialKey, Proposal] = {}
+        self._model_suggestions = 0  # of this process: the first one fits the hyperparameters
+        self._hyperparameters: dict[str, torch.Tensor] | None = None  # of the last fit
         for record in history:
             self.tell_record(record)
 
@@ -244,11 +246,21 @@ class BotorchStrategy:
         if self._encoding.dim == 0 or not (enough or (self.fidelity == MOMF and len(observations) >= 2)):
             return self._climb() or self._extra_sobol_proposal()
         X, Y = self._inputs(observations), self._targets(observations)
+        refit = self._hyperparameters is None or self._model_suggestions % self._options.refit_every == 0
+        self._model_suggestions += 1
         try:
-            model = gp.fit_model(X, Y, self._encoding, maxiter=self._options.fit_maxiter)
+            model = gp.fit_model(
+                X,
+                Y,
+                self._encoding,
+                maxiter=self._options.fit_maxiter,
+                hyperparameters=None if refit else self._hyperparameters,
+            )
         except gp.ModelFittingError as error:
             log.warning("the Gaussian process did not fit (%s); a random configuration instead", error)
             return self._random_proposal(self._max_budget if self.fidelity == FULL else self.rungs[0])
+        if refit:
+            self._hyperparameters = gp.hyperparameters(model)
         if self.fidelity == FULL:
             return self._full_proposal(model, X, Y)
         if self.fidelity == EARLY_STOP:
