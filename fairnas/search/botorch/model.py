@@ -97,13 +97,23 @@ class OneHotCategoricalKernel(CategoricalKernel):
     (docs/search_benchmark.md, "Its cost per suggestion"). ``choices``: the values of each column, in the order of
     the kernel's columns; inputs outside them are compared as BoTorch compares them."""
 
-    choices: list[list[float]]
+    @property
+    def choices(self) -> list[list[float]]:
+        return self._choices
+
+    @choices.setter
+    def choices(self, choices: list[list[float]]) -> None:
+        """Also sets, once, each one-hot code's column and value."""
+        self._choices = choices
+        self._column = torch.tensor([d for d, values in enumerate(choices) for _ in values])
+        self._value = torch.tensor([v for values in choices for v in values], dtype=DTYPE)
 
     def forward(self, x1: Tensor, x2: Tensor, diag: bool = False, last_dim_is_batch: bool = False) -> Tensor:
-        column = torch.tensor([d for d, values in enumerate(self.choices) for _ in values], device=x1.device)
-        value = torch.tensor([v for values in self.choices for v in values], dtype=x1.dtype, device=x1.device)
-        codes1, codes2 = self._one_hot(x1, column, value), self._one_hot(x2, column, value)
-        if last_dim_is_batch or codes1 is None or codes2 is None:
+        column = self._column.to(x1.device)
+        value = self._value.to(device=x1.device, dtype=x1.dtype)
+        codes1 = None if last_dim_is_batch else self._one_hot(x1, column, value)
+        codes2 = None if codes1 is None else self._one_hot(x2, column, value)
+        if codes1 is None or codes2 is None:
             return super().forward(x1, x2, diag=diag, last_dim_is_batch=last_dim_is_batch)
         weights = self.lengthscale.reciprocal() / x1.shape[-1]  # batch x 1 x D
         matches = (codes1 * weights[..., column]) @ codes2.transpose(-1, -2)
