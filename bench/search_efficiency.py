@@ -122,6 +122,17 @@ METHODS = {
     "botorch+final": Method(
         "BoTorch GP + final stage", "botorch", settings={"botorch": {"fidelity": "full"}}, final=True
     ),
+    "botorch_refit5": Method(
+        "BoTorch GP, hyperparameters fitted every 5th suggestion",
+        "botorch",
+        settings={"botorch": {"fidelity": "full", "refit_every": 5}},
+    ),
+    "botorch_refit5+final": Method(
+        "BoTorch GP, fitted every 5th + final stage",
+        "botorch",
+        settings={"botorch": {"fidelity": "full", "refit_every": 5}},
+        final=True,
+    ),
     "reference_full": Method("plain BoTorch loop, full budget", "reference"),
     "reference_momf": Method("plain BoTorch loop, MOMF", "reference"),
 }
