@@ -170,6 +170,8 @@ class Problem:
     also reported as a share of it."""
     truth: Truth | None = None
     """A noisy table's true values (means over its training seeds), by which a search's answer is judged."""
+    botorch: bool = False
+    """One of BoTorch's test problems: the plain BoTorch loop (``reference_*``) runs on it."""
 
 
 def analytic_problem() -> Problem:
@@ -207,6 +209,7 @@ def botorch_problem(name: str, fidelity_mapping: str = "linear_from_min", total_
         default_total_budget=total_budget,
         make_target=lambda run_dir, continuing, seed: (target, RetrainingCost(continuing)),
         max_hypervolume=target.max_hypervolume,
+        botorch=True,
     )
 
 
@@ -359,9 +362,9 @@ def _reference_run(problem: Problem, variant: str, seed: int, total_budget: floa
     """The plain BoTorch loop (``botorch_reference.py``) on a BoTorch problem, its trials as a search's."""
     from botorch_reference import run_reference, rungs_of
 
-    target, _ = problem.make_target(Path(), True, seed)
-    if not hasattr(target, "problem"):
+    if not problem.botorch:
         raise ValueError(f"the plain BoTorch loop runs on the BoTorch problems only, not on {problem.name}")
+    target, _ = problem.make_target(Path(), True, seed)
     rungs = rungs_of(problem.min_budget, problem.max_budget, problem.eta)
     trials = run_reference(target, variant, seed=seed, total_budget=total_budget, rungs=rungs)  # type: ignore[arg-type]
     return trials.assign(stage="search")
@@ -430,6 +433,11 @@ def benchmark(
         raise ValueError(f"unknown methods {unknown}; allowed: {list(METHODS)}")
     if total_budget < problem.max_budget:
         raise ValueError(f"total budget {total_budget:g} is below one max-budget trial ({problem.max_budget:g})")
+    if not problem.botorch:
+        skipped = [method for method in methods if METHODS[method].strategy == "reference"]
+        if skipped:
+            print(f"{problem.name}: {skipped} skipped, they run on the BoTorch problems only", file=sys.stderr)
+        methods = [method for method in methods if method not in skipped]
     runs = []
     for seed in seeds:
         for method in methods:

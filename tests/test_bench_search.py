@@ -246,6 +246,15 @@ def tiny_table(tabular):
     return tabular[1]
 
 
+def test_the_plain_botorch_loop_is_skipped_on_a_problem_it_cannot_run(bench, tmp_path, capsys):
+    problem = bench.analytic_problem()
+    runs = bench.benchmark(problem, methods=["random", "reference_full"], seeds=[0], total_budget=16, work_dir=tmp_path)
+    assert set(runs["method"]) == {"random"}
+    assert "analytic: ['reference_full'] skipped, they run on the BoTorch problems only" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="runs on the BoTorch problems only, not on analytic"):
+        bench.run_method(problem, "reference_full", seed=0, total_budget=16, run_dir=tmp_path / "reference")
+
+
 def test_every_method_searches_the_table(bench, tiny_table, tmp_path):
     pytest.importorskip("syne_tune")
     problem = bench.table_problem("tiny", tables=tiny_table)
