@@ -360,10 +360,10 @@ def run_method(
 
 def _reference_run(problem: Problem, variant: str, seed: int, total_budget: float) -> pd.DataFrame:
     """The plain BoTorch loop (``botorch_reference.py``) on a BoTorch problem, its trials as a search's."""
-    from botorch_reference import run_reference, rungs_of
-
     if not problem.botorch:
         raise ValueError(f"the plain BoTorch loop runs on the BoTorch problems only, not on {problem.name}")
+    from botorch_reference import run_reference, rungs_of  # BoTorch is in the bench extra only
+
     target, _ = problem.make_target(Path(), True, seed)
     rungs = rungs_of(problem.min_budget, problem.max_budget, problem.eta)
     trials = run_reference(target, variant, seed=seed, total_budget=total_budget, rungs=rungs)  # type: ignore[arg-type]
