@@ -125,8 +125,9 @@ def time_suggestions(
     }
 
 
-def answer_with_cap(cap: int | None, trials: int, seed: int, work_dir: Path, refit_every: int = 1) -> dict[str, Any]:
-    """The observed front's hypervolume share after ``trials`` full-budget trials of the analytic problem."""
+def answer_with(cap: int | None, refit_every: int, trials: int, seed: int, work_dir: Path) -> dict[str, Any]:
+    """The observed front's hypervolume share after ``trials`` full-budget trials of the analytic problem, with the
+    cap ``cap`` and ``refit_every``."""
     search = SearchSettings(
         ("f1", "f2"),
         **BUDGETS,
@@ -205,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         with tempfile.TemporaryDirectory(prefix="botorch_cost_") as scratch:
             answers = pd.DataFrame(
                 [
-                    answer_with_cap(cap, args.answer_trials, seed, Path(scratch), refit_every)
+                    answer_with(cap, refit_every, args.answer_trials, seed, Path(scratch))
                     for cap in args.answer_caps
                     for refit_every in args.answer_refit_every
                     for seed in range(args.seeds)

@@ -102,6 +102,8 @@ class Method:
     final: bool = False
 
 
+BOTORCH_FULL = {"botorch": {"fidelity": "full"}}
+BOTORCH_REFIT5 = {"botorch": {"fidelity": "full", "refit_every": 5}}
 METHODS = {
     "smac": Method("SMAC, continuing", "smac"),
     "smac_scratch": Method("SMAC, from scratch", "smac", continuing=False),
@@ -114,24 +116,17 @@ METHODS = {
     "nsga2+final": Method("NSGA-II + final stage", "nsga2", final=True),
     "smac_seeds2": Method("SMAC racing 2 seeds (full budget)", "smac", settings={"n_seeds": 2}),
     "smac_seeds3": Method("SMAC racing 3 seeds (full budget)", "smac", settings={"n_seeds": 3}),
-    "botorch": Method("BoTorch GP, full budget", "botorch", settings={"botorch": {"fidelity": "full"}}),
+    "botorch": Method("BoTorch GP, full budget", "botorch", settings=BOTORCH_FULL),
     "botorch_early_stop": Method(
         "BoTorch GP, early stopping", "botorch", settings={"botorch": {"fidelity": "early_stop"}}
     ),
     "botorch_momf": Method("BoTorch GP, MOMF", "botorch", settings={"botorch": {"fidelity": "momf"}}),
-    "botorch+final": Method(
-        "BoTorch GP + final stage", "botorch", settings={"botorch": {"fidelity": "full"}}, final=True
-    ),
+    "botorch+final": Method("BoTorch GP + final stage", "botorch", settings=BOTORCH_FULL, final=True),
     "botorch_refit5": Method(
-        "BoTorch GP, hyperparameters fitted every 5th suggestion",
-        "botorch",
-        settings={"botorch": {"fidelity": "full", "refit_every": 5}},
+        "BoTorch GP, hyperparameters fitted every 5th suggestion", "botorch", settings=BOTORCH_REFIT5
     ),
     "botorch_refit5+final": Method(
-        "BoTorch GP, fitted every 5th + final stage",
-        "botorch",
-        settings={"botorch": {"fidelity": "full", "refit_every": 5}},
-        final=True,
+        "BoTorch GP, fitted every 5th + final stage", "botorch", settings=BOTORCH_REFIT5, final=True
     ),
     "reference_full": Method("plain BoTorch loop, full budget", "reference"),
     "reference_momf": Method("plain BoTorch loop, MOMF", "reference"),
