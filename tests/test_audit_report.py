@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
 from fairnas.html_report import MAX_TABLE_ROWS, Section, write_report
-from tests.helpers import needs_chromium, screenshot
+from tests.helpers import chromium, needs_chromium, screenshot
 
 BAR_BLUE = np.array([0x1F, 0x77, 0xB4])  # matplotlib's first colour (C0)
 
@@ -59,3 +61,50 @@ def test_figures_render_in_headless_chromium(tmp_path):
 
     assert blue_pixels(good) > 20_000  # the two bars, drawn by the browser from the embedded PNG
     assert blue_pixels(broken) == 0  # control: an image the browser cannot decode shows no bars
+
+
+def test_findings_are_rendered_markdown_with_raw_html_shown_as_text(tmp_path):
+    page = _page(tmp_path, finding="the claim **holds** (p < 0.05) for `<b>` in [Table 2](#rates)").read_text()
+    assert "<p class='finding'>the claim <strong>holds</strong> (p &lt; 0.05) for <code>&lt;b&gt;</code>" in page
+    assert '<a href="#rates">Table 2</a>' in page
+    assert "**" not in page and "<b>" not in page
+
+
+def _wide_page(folder):
+    """A page with a 40-column table of long strings, a long unbroken cell, long findings and a long header."""
+    columns = {f"column_{i}_with_a_long_name": [f"value {i} " + "long text " * 8, 1.5 * i] for i in range(40)}
+    columns["path"] = ["/a/very/long/path/without/spaces/" * 6, "x"]
+    pd.DataFrame(columns).to_csv(folder / "wide.csv", index=False)
+    finding = "**holds** " + "a long finding about a model with many words " * 20 + "x" * 300
+    section = Section("wide", "A *very* wide table " * 10, (finding, finding), {"wide": folder / "wide.csv"}, {}, 1.0)
+    header = {"run": "/runs/" + "deeply/nested/" * 30, "split": "test"}
+    return write_report(folder / "report.html", title="wide", header=header, sections=[section], config_yaml="a: 1\n")
+
+
+def _overflows(page, folder, extra: str = "") -> tuple[bool, str]:
+    """Whether Chromium needs a horizontal scroll bar for ``page`` (plus ``extra`` HTML), and the DOM it built. The
+    measuring script goes into a copy: the report itself has none."""
+    probe = folder / "probe.html"
+    script = (
+        "<script>document.body.dataset.overflow = String("
+        "document.documentElement.scrollWidth > document.documentElement.clientWidth);</script>"
+    )
+    probe.write_text(page.read_text().replace("</body>", f"{extra}{script}</body>"))
+    dom = chromium(folder, "--dump-dom", probe.as_uri()).stdout.decode()
+    assert re.search(r'data-overflow="(true|false)"', dom), "the probe did not run"
+    return 'data-overflow="true"' in dom, dom
+
+
+@needs_chromium
+def test_wide_tables_and_long_findings_fit_the_page_in_headless_chromium(tmp_path):
+    page = _wide_page(tmp_path)
+    assert "<script" not in page.read_text()
+    overflows, dom = _overflows(page, tmp_path)
+    assert not overflows
+    assert dom.count("<strong>holds</strong>") == 2 and "**" not in dom
+
+
+@needs_chromium
+def test_the_overflow_probe_sees_a_page_wider_than_the_window(tmp_path):
+    """Control for the test above: the probe reports an overflow when the page has one."""
+    assert _overflows(_wide_page(tmp_path), tmp_path, "<div style='width: 3000px'>wide</div>")[0]

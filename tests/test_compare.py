@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 
 import pandas as pd
 import pytest
 
 from fairnas.mitigations.table import comparison_table, format_cell, markdown_tables, summarize
-from fairnas.tasks.compare import front_models
+from fairnas.tasks.compare import front_models, seed_list
 
 TITLES = {"none": "Baseline", "flipped": "Flipped"}
 
@@ -93,6 +94,49 @@ def test_front_file_without_configurations_is_named(tmp_path):
     pd.DataFrame({"error": [0.1]}).to_csv(tmp_path / "front.csv")
     with pytest.raises(ValueError, match="lacks the columns config and config_id"):
         front_models(tmp_path / "front.csv", "searchspaces/dpn_paper.yaml")
+
+
+def fake_search(folder, trials=(0,), final=(1, 2)):
+    """A search's output folder as compare.py reads it: a one-configuration final_front.csv, and the seeds of its
+    trials (trials.csv) and final stage (final_trials.csv); None leaves that file out. Returns the front file."""
+    folder.mkdir(parents=True)
+    config = {"op0": 3, "op1": 0, "op2": 1, "head": "arcface", "optimizer": "sgd", "lr_sgd": 0.1}
+    front = folder / "final_front.csv"
+    pd.DataFrame({"config_id": ["a1"], "config": [json.dumps(config)]}).to_csv(front, index=False)
+    for name, seeds in (("trials.csv", trials), ("final_trials.csv", final)):
+        if seeds is not None:
+            pd.DataFrame({"config_id": "a1", "seed": list(seeds), "status": "success"}).to_csv(folder / name)
+    return front
+
+
+def test_without_a_front_a_number_of_seeds_counts_from_zero():
+    assert seed_list(2) == [0, 1]
+    assert seed_list([3, 4]) == [3, 4]
+
+
+def test_a_front_is_compared_on_seeds_its_search_never_trained_with(tmp_path):
+    assert seed_list(3, fake_search(tmp_path / "search")) == [3, 4, 5]  # seed 0, then the final stage's 1 and 2
+    assert seed_list(2, fake_search(tmp_path / "no_final", final=None)) == [1, 2]
+    assert seed_list(2, fake_search(tmp_path / "only_final", trials=None, final=[0, 2])) == [1, 3]
+
+
+def test_a_front_without_its_search_records_needs_explicit_seeds(tmp_path):
+    front = fake_search(tmp_path / "copied", trials=None, final=None)
+    message = r"front: '.*copied/final_front.csv' has no trials.csv or final_trials.csv .* e.g. seeds=\[3,4,5\]"
+    with pytest.raises(ValueError, match=message):
+        seed_list(3, front)
+    assert seed_list([0, 1], front) == [0, 1]  # the user's seeds: nothing to check them against
+
+
+def test_listed_seeds_the_search_trained_with_are_kept_with_a_warning(tmp_path, caplog):
+    front = fake_search(tmp_path / "search")
+    with caplog.at_level(logging.WARNING, logger="fairnas.tasks.compare"):
+        assert seed_list([2, 3, 0], front) == [2, 3, 0]
+    assert "trained with [0, 2] too" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="fairnas.tasks.compare"):
+        assert seed_list([3, 4], front) == [3, 4]
+    assert not caplog.text
 
 
 def compare_config(tmp_path, cache_dir, mitigations, seeds=2, **settings):
@@ -212,3 +256,25 @@ def test_bad_settings_are_named_before_training(tmp_path, cache_dir, settings, m
     with pytest.raises(ValueError, match=message):
         run_comparison(cfg)
     assert not (tmp_path / "compare" / "runs").exists()
+
+
+def test_compare_trains_every_model_with_a_front_on_the_fresh_seeds(tmp_path, cache_dir, monkeypatch):
+    from fairnas.metrics import IDENTIFICATION_METRICS
+    from fairnas.tasks import compare
+
+    trained = []
+
+    def fake_train_once(run_dir, overrides, same_config=False):
+        trained.append((run_dir.relative_to(tmp_path / "compare").parts[1], overrides[-1]))
+        return {"test": dict.fromkeys(IDENTIFICATION_METRICS, 0.5)}
+
+    monkeypatch.setattr(compare, "train_once", fake_train_once)
+    cfg = compare_config(tmp_path, cache_dir, ["none"], seeds=3, logger=None, front=str(fake_search(tmp_path / "s")))
+    compare.run_comparison(cfg)
+    assert trained == [(model, f"seed={seed}") for model in ("SMAC_301", "SMAC_301_arcface") for seed in (3, 4, 5)]
+
+    cfg.front = str(fake_search(tmp_path / "copied", trials=None, final=None))
+    trained.clear()
+    with pytest.raises(ValueError, match="has no trials.csv or final_trials.csv"):
+        compare.run_comparison(cfg)
+    assert not trained

@@ -5,7 +5,7 @@ loaded).
 Collected from README.md, CONTRIBUTING.md and every page of the docs site (``docs/**/*.md``): every
 ``python <entry>.py ...`` (any ``python``, ``python3.11``, ``.venv/bin/python``; the top-level scripts only, not
 ``bench/``) and ``fairnas-<entry> ...`` command line, for the entries train, search,
-evaluate, audit and compare, wherever it appears: lines of fenced code blocks (``\\`` continuations joined),
+evaluate, audit, compare and study, wherever it appears: lines of fenced code blocks (``\\`` continuations joined),
 indented code lines, and inline code spans (also spans that wrap across lines, e.g. in tables and prose). Shell
 syntax is read with :func:`shlex.split` (quotes, trailing ``# comments``), ``&&`` / ``;`` / ``|`` separate
 commands. A console-script name alone in an inline span (``fairnas-evaluate``) names the command and is skipped.
@@ -30,6 +30,8 @@ Checks per entry, after ``fairnas.config.compose_config(entry, overrides)``:
   file, space keys against the training config, objectives; and that training config sets ``data.root``;
 - compare: ``run_comparison`` up to the first training run: its settings and every model x mitigation config,
   each of which sets ``data.root``;
+- study: ``run_study`` up to its first training run: every study setting and every training config the study will
+  train (``check_study``), each of which sets ``data.root``;
 - evaluate, audit: the command up to loading the checkpoint (names, benchmarks and their folders; split,
   partitions, methods, estimators).
 """
@@ -53,7 +55,7 @@ from fairnas.search.settings import check_compatible
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 DOCUMENTS = [README, REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").rglob("*.md"))]
-ENTRIES = ("train", "search", "evaluate", "audit", "compare")
+ENTRIES = ("train", "search", "evaluate", "audit", "compare", "study")
 SEPARATORS = {"&&", "||", ";", "|"}
 PLACEHOLDERS = {
     "<run>": "2024-01-01_12-00-00",  # a run folder of outputs/train/
@@ -228,6 +230,7 @@ def check_compare(cfg, tmp_path: Path, monkeypatch) -> None:
         front = tmp_path / "front" / Path(cfg.front).name
         front.parent.mkdir()
         pd.DataFrame([{"config_id": "c0", "config": json.dumps(config)}]).to_csv(front, index=False)
+        pd.DataFrame({"seed": [0]}).to_csv(front.parent / "trials.csv", index=False)  # seeds the comparison avoids
         cfg.front = str(front)
     if cfg.reuse_runs:
         cfg.reuse_runs = [str(tmp_path / "reuse" / str(i)) for i, _ in enumerate(cfg.reuse_runs)]
@@ -248,6 +251,25 @@ def check_compare(cfg, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(compare, "train_once", first_run)
     with pytest.raises(ReachedTheRun):
         compare.run_comparison(cfg)
+
+
+def check_study(cfg, overrides: list[str], monkeypatch) -> None:
+    from fairnas.tasks import study, study_checks
+
+    def compose_and_check(config_name, overrides=(), output_dir=None):  # every config the study will train
+        composed = compose(config_name, overrides, output_dir=output_dir)
+        if config_name == "train":
+            require_data_root(composed)
+        return composed
+
+    def first_run(*args, **kwargs):
+        raise ReachedTheRun
+
+    monkeypatch.setattr(study_checks, "compose_config", compose_and_check)
+    monkeypatch.setattr(study, "run_all", first_run)
+    monkeypatch.setattr("fairnas.tasks.checks.torch.cuda.is_available", lambda: True)  # trainer=gpu commands
+    with pytest.raises(ReachedTheRun):
+        study.run_study(cfg, overrides)
 
 
 def check_loading_command(entry: str, cfg, monkeypatch) -> None:
@@ -281,6 +303,8 @@ def test_readme_command_composes(document, line, source, entry, arguments, tmp_p
         check_search(cfg, tmp_path, monkeypatch)
     elif entry == "compare":
         check_compare(cfg, tmp_path, monkeypatch)
+    elif entry == "study":
+        check_study(cfg, overrides, monkeypatch)
     else:
         check_loading_command(entry, cfg, monkeypatch)
 

@@ -1,56 +1,107 @@
-"""The claims of thesis Chapter 4, each decided from a study's runs with its margin in standard errors.
+"""The claims of thesis Chapter 4, each a paired comparison over training seeds decided by the tests of
+:mod:`fairnas.study.inference`.
 
-A claim *holds* when the measured difference points the claimed way by more than :data:`HOLDS` standard errors.
-A mitigation that changes nothing in a model's training (Balanced on a model that re-samples its groups already) is
-*not applicable* to it and is not trained; one that trains but reproduces its baseline exactly in every seed has *no
-effect* (Angular's extra margin where the target class's softmax probability underflows, so its gradient is the same).
 Models compared in a study share their training seeds, so differences are paired by seed (a seed's effect is largely
-shared by all models; pairing removes it), over the seeds both have run successfully. Every claim says how many
-seeds it rests on and how many runs behind it crashed; nothing here is asserted, only computed from the runs table
-(one row per run: ``stage``, ``model``, ``kind``, ``mitigation``, ``data``, ``seed``, ``status``, ``<split>/<metric>``).
+shared by all models; pairing removes it), over the seeds both have run successfully. Every claim says that a metric
+is lower: a mitigation lowers a model's rank disparity, or a searched model *dominates* a baseline (lower error and
+lower rank disparity; both one-sided tests must reject, so the larger p decides). The study's settings
+(``study.claims``) say which claims are *primary* (the paper's own; Holm's method holds their family-wise error
+rate at ``alpha``) and which are exploratory (unadjusted p). The verdict is one of :data:`VERDICTS`: a claim holds
+when its (adjusted) p is below ``alpha`` and it rests on at least :func:`~fairnas.study.inference.min_seeds` seeds; a
+mitigation that changes nothing in a model's training is *not applicable* and is not trained. Nothing here is
+asserted, only computed from the runs table (one row per run: ``stage``, ``model``, ``kind``, ``mitigation``,
+``data``, ``seed``, ``status``, ``<split>/<metric>``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-HOLDS = 2.0
-"""A claim holds when the measured difference points the claimed way by more than this many standard errors."""
+from fairnas.study.inference import (
+    PairedTest,
+    holm,
+    intersection_union,
+    min_seeds,
+    minimum_detectable_effect,
+    paired_test,
+)
+
 OBJECTIVES = ("error", "rank_disparity")
 SUCCESS = "success"
 NOT_APPLICABLE = "not applicable"
 """The status of a run a study did not train: its mitigation changes nothing in the model's training."""
+HOLDS, DOES_NOT_HOLD, TOO_FEW_SEEDS = "holds", "does not hold", "too few seeds"
+VERDICTS = (HOLDS, DOES_NOT_HOLD, TOO_FEW_SEEDS, NOT_APPLICABLE)
+PRIMARY, EXPLORATORY = "primary", "exploratory"
+COLUMNS = (
+    "id",
+    "stage",
+    "claim",
+    "family",
+    "verdict",
+    "n",
+    "metric",
+    "effect",
+    "ci_low",
+    "ci_high",
+    "sd",
+    "d_z",
+    "p",
+    "p_holm",
+    "level",
+    "mde",
+    "evidence",
+)
+"""The columns of a study's claims.csv, one row per claim."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimSettings:
+    """``study.claims``: the family-wise error rate ``alpha``, the ``power`` at which the minimum detectable effect
+    is reported, and the ``primary`` claims as patterns over claim ids (``fnmatch``, e.g. ``final/dominates/*/test``);
+    every other claim is exploratory."""
+
+    alpha: float = 0.05
+    power: float = 0.8
+    primary: tuple[str, ...] = ()
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, Any]) -> ClaimSettings:
+        unknown = set(mapping) - {field.name for field in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"study.claims: unknown keys {sorted(unknown)}; allowed: alpha, power, primary")
+        settings = cls(**{**dataclasses.asdict(cls()), **mapping})
+        for key in ("alpha", "power"):
+            value = getattr(settings, key)
+            if isinstance(value, bool) or not isinstance(value, float | int) or not 0 < value < 1:
+                raise ValueError(f"study.claims.{key}={value!r} must be a number between 0 and 1")
+        if isinstance(settings.primary, str) or not all(isinstance(item, str) for item in settings.primary):
+            raise ValueError(f"study.claims.primary={settings.primary!r} must be a list of claim id patterns")
+        return dataclasses.replace(settings, primary=tuple(settings.primary))
+
+    def is_primary(self, claim_id: str) -> bool:
+        return any(fnmatch.fnmatchcase(claim_id, pattern) for pattern in self.primary)
 
 
 @dataclasses.dataclass(frozen=True)
 class Claim:
-    """One claim: what it says, its verdict, its margin in s.e. (in the claimed direction) and the evidence."""
+    """One claim: its id (``<stage>/<what>/<model kind>/<split>``), what it says, the test of the metric that decides
+    it and the evidence in words. ``applicable`` is False for a mitigation the study did not train."""
 
+    id: str
     stage: str
     statement: str
-    holds: bool
-    margin: float
+    metric: str
+    test: PairedTest
     evidence: str
-    outcome: str | None = None
-    """Set instead of a margin's verdict: ``not applicable`` or ``no effect``."""
-
-    @property
-    def verdict(self) -> str:
-        if self.outcome is not None:
-            return self.outcome
-        if math.isnan(self.margin):
-            return "undecided"
-        if math.isinf(self.margin):  # the same difference in every seed: no standard error to measure it by
-            return f"{'holds' if self.holds else 'does not hold'} (the same difference in every seed)"
-        return f"{'holds' if self.holds else 'does not hold'} ({self.margin:+.1f} s.e.)"
-
-    def line(self) -> str:
-        return f"{self.statement}: **{self.verdict}**. {self.evidence}"
+    applicable: bool = True
 
 
 def mean_se(values: Sequence[float] | pd.Series) -> tuple[float, float]:
@@ -67,21 +118,11 @@ def fmt(mean: float, se: float, digits: int = 3) -> str:
     return f"{mean:.{digits}f}" if math.isnan(se) else f"{mean:.{digits}f} ± {se:.{digits}f}"
 
 
-def margin(difference: float, se: float, claimed_sign: int) -> float:
-    """The difference in standard errors, positive when it points the claimed way (+inf for a constant difference
-    of the claimed sign, NaN without a standard error)."""
-    if math.isnan(se) or math.isnan(difference):
-        return math.nan
-    if se == 0:
-        return math.copysign(math.inf, difference * claimed_sign) if difference else 0.0
-    return difference * claimed_sign / se
-
-
 def successful(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[runs["status"] == SUCCESS]
 
 
-def paired(
+def differences(
     runs: pd.DataFrame,
     model: str,
     baseline: str,
@@ -90,18 +131,16 @@ def paired(
     mitigation: str = "none",
     baseline_mitigation: str = "none",
     data: str = "main",
-) -> tuple[float, float, int]:
-    """Mean and s.e. of ``model`` (with ``mitigation``) - ``baseline`` (with ``baseline_mitigation``) in ``column``,
-    paired over the seeds both ran successfully."""
+) -> pd.Series:
+    """``model`` (with ``mitigation``) minus ``baseline`` (with ``baseline_mitigation``) in ``column``, per seed both
+    ran successfully."""
 
     def values(name: str, mitigation_name: str) -> pd.Series:
         rows = successful(runs)
         rows = rows[(rows["model"] == name) & (rows["mitigation"] == mitigation_name) & (rows["data"] == data)]
         return rows.drop_duplicates("seed").set_index("seed")[column]
 
-    ours, theirs = values(model, mitigation), values(baseline, baseline_mitigation)
-    difference = (ours - theirs).dropna()
-    return (*mean_se(difference), len(difference))
+    return (values(model, mitigation) - values(baseline, baseline_mitigation)).dropna()
 
 
 def failed(runs: pd.DataFrame) -> pd.DataFrame:
@@ -113,34 +152,39 @@ def crashed(runs: pd.DataFrame, models: Sequence[str], data: str = "main") -> in
     return len(failed(runs[runs["model"].isin(list(models)) & (runs["data"] == data)]))
 
 
+def describe(test: PairedTest, digits: int = 3) -> str:
+    """A test in words: the mean difference, its 95 % interval and the one-sided p."""
+    if test.n < 2:
+        return f"{test.effect:+.{digits}f} (one seed: no interval)" if test.n else "no paired seeds"
+    return f"{test.effect:+.{digits}f} [{test.ci_low:+.{digits}f}, {test.ci_high:+.{digits}f}], p = {test.p:.3g}"
+
+
 def dominance(
-    runs: pd.DataFrame, candidates: Sequence[str], baseline: str, *, split: str, data: str = "main", stage: str
+    runs: pd.DataFrame, candidate: str, baseline: str, *, claim_id: str, split: str, data: str = "main"
 ) -> Claim:
-    """Does one of ``candidates`` dominate ``baseline``: lower error and lower rank disparity, paired by seed? The
-    candidate with the largest smaller margin decides."""
-    best: tuple[float, str, list[tuple[float, float, int]]] | None = None
-    for candidate in candidates:
-        differences = [paired(runs, candidate, baseline, f"{split}/{name}", data=data) for name in OBJECTIVES]
-        smaller = min(margin(mean, se, -1) for mean, se, _ in differences)
-        if best is None or (not math.isnan(smaller) and (math.isnan(best[0]) or smaller > best[0])):
-            best = (smaller, candidate, differences)
-    where = f"{split}{'' if data == 'main' else ', transfer data'}"
-    statement = f"the searched front dominates {baseline} ({where})"
-    if best is None:
-        return Claim(stage, statement, False, math.nan, "No searched model was trained.")
-    smaller, candidate, differences = best
-    parts = [
-        f"{name.replace('_', ' ')} {mean:+.3f} ± {se:.3f} ({_se_text(margin(mean, se, -1))})"
-        for name, (mean, se, _) in zip(OBJECTIVES, differences, strict=True)
+    """Does ``candidate`` dominate ``baseline``: lower error and lower rank disparity on ``split``, paired by seed?
+    Both one-sided tests must reject (intersection-union), so the objective with the larger p decides."""
+    tests = [
+        paired_test(differences(runs, candidate, baseline, f"{split}/{name}", data=data).to_numpy())
+        for name in OBJECTIVES
     ]
-    seeds = min(n for _, _, n in differences)
+    deciding = intersection_union(tests)
+    parts = [f"{name.replace('_', ' ')} {describe(test)}" for name, test in zip(OBJECTIVES, tests, strict=True)]
     failures = crashed(runs, [candidate, baseline], data)
+    where = f"{split}{'' if data == 'main' else ', transfer data'}"
     evidence = (
-        f"{candidate} minus {baseline}: {', '.join(parts)}; paired over {seeds} seeds"
+        f"{candidate} minus {baseline}: {'; '.join(parts)}; paired over {min(test.n for test in tests)} seeds"
         + (f"; {failures} runs crashed and are left out" if failures else "")
         + "."
     )
-    return Claim(stage, statement, smaller > HOLDS, smaller, evidence)
+    return Claim(
+        claim_id,
+        claim_id.split("/", 1)[0],
+        f"the searched model dominates {baseline} ({where})",
+        f"{split}/{OBJECTIVES[deciding]}",
+        tests[deciding],
+        evidence,
+    )
 
 
 def lowers(
@@ -149,27 +193,87 @@ def lowers(
     mitigation: str,
     column: str,
     *,
-    stage: str,
+    claim_id: str,
     label: str | None = None,
     baseline: str = "none",
 ) -> Claim:
     """Does ``mitigation`` lower ``column`` of ``model``, paired by seed with its run with ``baseline`` (default:
-    unmitigated)? *Not applicable* when the study did not train it (its runs' status), *no effect* when every seed's
-    run reproduces the baseline's ``column`` and error exactly."""
+    unmitigated)? Not applicable when the study did not train it (its runs' status)."""
     both = {"mitigation": mitigation, "baseline_mitigation": baseline}
-    mean, se, seeds = paired(runs, model, model, column, **both)
-    error_mean, error_se, _ = paired(runs, model, model, column.rsplit("/", 1)[0] + "/error", **both)
+    test = paired_test(differences(runs, model, model, column, **both).to_numpy())
+    error = paired_test(differences(runs, model, model, column.rsplit("/", 1)[0] + "/error", **both).to_numpy())
     split, metric = column.split("/", 1)
     statement = f"{label or mitigation} lowers the {split} {metric.replace('_', ' ')} of {model}"
+    stage = claim_id.split("/", 1)[0]
     treated = runs[(runs["model"] == model) & (runs["mitigation"] == mitigation)]
     if len(treated) and (treated["status"] == NOT_APPLICABLE).all():
         reason = treated["error_message"].iloc[0]
-        return Claim(stage, statement, False, math.nan, f"Not trained: {reason}.", outcome=NOT_APPLICABLE)
-    evidence = f"change {fmt(mean, se)} at an error change of {fmt(error_mean, error_se)}, paired over {seeds} seeds."
-    if seeds and mean == se == error_mean == error_se == 0:
-        return Claim(stage, statement, False, 0.0, evidence, outcome="no effect (the same run as the baseline's)")
-    found = margin(mean, se, -1)
-    return Claim(stage, statement, found > HOLDS, found, evidence)
+        return Claim(claim_id, stage, statement, column, test, f"Not trained: {reason}.", applicable=False)
+    same = test.n > 0 and test.effect == test.sd == error.effect == error.sd == 0
+    evidence = (
+        f"change {describe(test)} at an error change of {describe(error)}, paired over {test.n} seeds"
+        + (" (every run the same as its baseline's)" if same else "")
+        + "."
+    )
+    return Claim(claim_id, stage, statement, column, test, evidence)
+
+
+def decide(claims: Sequence[Claim], settings: ClaimSettings) -> pd.DataFrame:
+    """The claims table (:data:`COLUMNS`): each claim's family, its test, Holm's adjusted p over the applicable primary
+    claims, the level it is tested at, its minimum detectable effect at ``settings.power`` and its verdict."""
+    rows = []
+    for claim in claims:
+        test = claim.test
+        rows.append(
+            {
+                "id": claim.id,
+                "stage": claim.stage,
+                "claim": claim.statement,
+                "family": PRIMARY if settings.is_primary(claim.id) else EXPLORATORY,
+                "n": test.n,
+                "metric": claim.metric,
+                "effect": test.effect,
+                "ci_low": test.ci_low,
+                "ci_high": test.ci_high,
+                "sd": test.sd,
+                "d_z": test.d_z,
+                "p": test.p,
+                "p_holm": math.nan,
+                "level": settings.alpha,
+                "applicable": claim.applicable,
+                "evidence": claim.evidence,
+            }
+        )
+    table = pd.DataFrame(rows, columns=[*COLUMNS, "applicable"])
+    family = table.index[(table["family"] == PRIMARY) & table["applicable"].astype(bool)]
+    adjusted, levels = holm(list(table.loc[family, "p"]), settings.alpha)
+    table.loc[family, "p_holm"], table.loc[family, "level"] = adjusted, levels
+    table["mde"] = [
+        minimum_detectable_effect(int(row.n), float(row.sd), float(row.level), settings.power)
+        for row in table.itertuples()
+    ]
+    table["verdict"] = [_verdict(row, settings.alpha) for row in table.to_dict("records")]
+    return table[list(COLUMNS)]
+
+
+def _verdict(row: Mapping[str, Any], alpha: float) -> str:
+    if not row["applicable"]:
+        return NOT_APPLICABLE
+    if row["n"] < min_seeds(alpha):
+        return TOO_FEW_SEEDS
+    p = row["p_holm"] if row["family"] == PRIMARY else row["p"]
+    return HOLDS if p < alpha else DOES_NOT_HOLD
+
+
+def finding(row: Mapping[str, Any]) -> str:
+    """A claims-table row as one line of the report (Markdown)."""
+    if row["verdict"] == NOT_APPLICABLE:
+        return f"{row['claim']} ({row['family']}): **{row['verdict']}**. {row['evidence']}"
+    p = f"Holm-adjusted p = {row['p_holm']:.3g}" if row["family"] == PRIMARY else f"p = {row['p']:.3g}"
+    detectable = "" if math.isnan(row["mde"]) else f"; smallest effect detectable at power 0.8: {row['mde']:.3g}"
+    return (
+        f"{row['claim']} ({row['family']}, n = {row['n']}): **{row['verdict']}** ({p}{detectable}). {row['evidence']}"
+    )
 
 
 def seed_noise(runs: pd.DataFrame, model: str, split: str = "val") -> pd.DataFrame:
@@ -201,7 +305,3 @@ def model_summary(runs: pd.DataFrame, data: str = "main", splits: Sequence[str] 
     grouped = rows.groupby(["model", "kind"], sort=False)[columns]
     summary = grouped.mean().add_suffix("_mean").join(grouped.sem().add_suffix("_se"))
     return summary.join(grouped.size().rename("n_seeds")).reset_index()
-
-
-def _se_text(value: float) -> str:
-    return "no spread over the seeds" if math.isinf(value) else f"{value:+.1f} s.e."

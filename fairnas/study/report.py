@@ -9,13 +9,20 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from fairnas.html_report import Section, write_report
 from fairnas.io import write_text_atomic
+from fairnas.study.claims import DOES_NOT_HOLD, HOLDS, NOT_APPLICABLE, TOO_FEW_SEEDS
 
 KIND_STYLE = {"default": ("black", "s"), "hand-designed": ("tab:orange", "o"), "searched": ("tab:blue", "D")}
+VERDICT_COLOURS = {HOLDS: "tab:green", DOES_NOT_HOLD: "tab:red", TOO_FEW_SEEDS: "tab:gray", NOT_APPLICABLE: "lightgray"}
+"""The colour of each verdict of a claims table (:func:`forest_figure`)."""
+FOREST_CLIP = 10.0
+"""The widest x axis of :func:`forest_figure`, in paired s.d. units: points beyond it are drawn at its edge."""
 
 
 @dataclasses.dataclass
@@ -60,6 +67,63 @@ def scatter_figure(summary: pd.DataFrame, title: str, splits: Sequence[str] = ("
         axis.set_title(f"{title} ({split})")
         axis.grid(alpha=0.3)
         axis.legend(fontsize=8)
+    return figure
+
+
+def forest_figure(claims: pd.DataFrame) -> Figure:
+    """Each claim's effect in the direction it claims, in paired s.d. units (Cohen's d_z), with its 95 % interval.
+
+    ``claims`` has the columns of the study's ``claims.csv``: ``id``, ``family``, ``verdict``, ``effect`` (the mean
+    paired difference, model minus baseline: every claim says the metric is *lower*), ``ci_low`` and ``ci_high`` (its
+    95 % interval) and ``sd`` (the s.d. of the paired differences). One row per claim, the first at the top, its
+    y tick label the claim's id (primary claims "★ " and bold); x = -effect / sd, so right of 0 is the claimed
+    improvement, and the interval is (-ci_high / sd, -ci_low / sd). The colour is the verdict's
+    (:data:`VERDICT_COLOURS`). The x axis is symmetric around 0, as wide as the largest finite value but at most
+    :data:`FOREST_CLIP`. A point beyond it, or one with no s.d. to divide by (the same difference in every seed, or
+    a single seed; at 0 when that difference is 0), is drawn at the edge as a triangle pointing outwards; intervals
+    are cut at the edges. A claim without an effect (not applicable) is shown as "n/a" at 0. Each point is the
+    :class:`~matplotlib.lines.Line2D` whose gid is the claim's id.
+    """
+    n = len(claims)
+    figure = Figure(figsize=(7.5, 1.5 + 0.35 * max(n, 1)), layout="tight")
+    axis = figure.subplots()
+    effect, sd, ci_low, ci_high = (claims[c].to_numpy(dtype=float) for c in ("effect", "sd", "ci_low", "ci_high"))
+    scale = np.where(sd > 0, sd, np.nan)
+    improvement = -effect / scale
+    low, high = -ci_high / scale, -ci_low / scale
+    without_scale = np.isfinite(effect) & ~np.isfinite(scale)
+    improvement[without_scale] = np.where(effect[without_scale] == 0, 0.0, np.copysign(np.inf, -effect[without_scale]))
+    finite = np.concatenate([v[np.isfinite(v)] for v in (improvement, low, high)])
+    edge = min(FOREST_CLIP, max(1.0, float(np.abs(finite).max(initial=0.0))))
+    y = np.arange(n)[::-1]
+    clipped = False
+    for row, position, x, left, right in zip(claims.to_dict("records"), y, improvement, low, high, strict=True):
+        colour = VERDICT_COLOURS.get(row["verdict"], "black")
+        if np.isnan(x):
+            axis.text(0, position, " n/a", va="center", ha="left", color="gray", fontsize=8, gid=str(row["id"]))
+            continue
+        if np.isfinite(left) and np.isfinite(right):
+            axis.plot(
+                np.clip([left, right], -edge, edge), [position, position], color=colour, lw=2, solid_capstyle="butt"
+            )
+        marker = "o" if abs(x) <= edge else (">" if x > 0 else "<")
+        clipped |= marker != "o"
+        axis.plot([np.clip(x, -edge, edge)], [position], marker=marker, color=colour, ms=7, ls="", gid=str(row["id"]))
+    axis.axvline(0, color="black", lw=0.8)
+    axis.set_xlim(-1.08 * edge, 1.08 * edge)
+    axis.set_ylim(-0.7, max(n, 1) - 0.3)
+    primary = [row["family"] == "primary" for row in claims.to_dict("records")]
+    axis.set_yticks(y, [f"★ {i}" if p else str(i) for i, p in zip(claims["id"], primary, strict=True)])
+    for label, p in zip(axis.get_yticklabels(), primary, strict=True):
+        label.set_fontweight("bold" if p else "normal")
+    axis.set_xlabel("improvement in the claimed direction (paired s.d. units, d_z)")
+    axis.set_ylabel("claim (★ primary)")
+    axis.set_title("claims: effect and 95 % interval" if n else "no claims")
+    axis.grid(axis="x", alpha=0.3)
+    handles = [Line2D([], [], color=c, marker="o", lw=2, label=v) for v, c in VERDICT_COLOURS.items()]
+    if clipped:
+        handles.append(Line2D([], [], color="black", marker=">", ls="", label=f"clipped: beyond ±{edge:g} or no s.d."))
+    axis.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     return figure
 
 

@@ -2,7 +2,9 @@
 4.4/4.6 (Sec. 4.5.3-4.5.4).
 
 Models are sets of training overrides (``models``), optionally extended by the configurations of a search's front
-(``final_front.csv`` or ``pareto_front.csv`` with its space file). For every model and seed the unmitigated
+(``final_front.csv`` or ``pareto_front.csv`` with its space file). With a front, a number of ``seeds`` means
+fresh seeds, the smallest that search never trained with (its ``trials.csv`` and ``final_trials.csv`` record them):
+the seeds that picked the searched models would favour them. For every model and seed the unmitigated
 baseline is trained first: it is the Baseline column, and the mitigations read their inputs from it — Flipped and
 Angular the per-group validation accuracies of its ``metrics.json`` (``mitigation.reference_metrics``, used
 unless ``mitigation.group`` is set), SensitiveNets its checkpoint as the frozen feature extractor
@@ -34,6 +36,8 @@ from fairnas.io import write_json_atomic, write_text_atomic
 from fairnas.metrics import IDENTIFICATION_METRICS
 from fairnas.mitigations.table import comparison_figure, comparison_table, markdown_tables, summarize
 from fairnas.search import load_space
+from fairnas.search.final import FINAL_TRIALS_FILE, fresh_seeds
+from fairnas.search.result import TRIALS_FILE
 from fairnas.tasks.cli import hydra_command
 from fairnas.tasks.reporting import Report
 from fairnas.tasks.run_lock import locks_output_dir
@@ -54,6 +58,8 @@ def run_comparison(cfg: DictConfig) -> pd.DataFrame:
     _check_settings(cfg)
     output_dir = Path(cfg.output_dir)
     models = collect_models(cfg)
+    seeds = seed_list(cfg.seeds, cfg.front)
+    log.info("comparing over seeds %s", seeds)
     mitigations = list(cfg.mitigations)
     plan = dict.fromkeys([BASELINE, *mitigations])  # the baseline first, once
     # Compose every pair before the first run trains: checks all overrides and the checkpoints they name, and reads
@@ -71,7 +77,7 @@ def run_comparison(cfg: DictConfig) -> pd.DataFrame:
     finished = FinishedRuns(cfg.get("reuse_runs") or [])
     records = []
     for model, model_overrides in models.items():
-        for seed in seed_list(cfg.seeds):
+        for seed in seeds:
             baseline_dir = None
             for name in plan:
                 overrides = [*cfg.train_overrides, *model_overrides, *_mitigation_overrides(cfg, name), f"seed={seed}"]
@@ -138,9 +144,44 @@ def write_outputs(runs: pd.DataFrame, summary: pd.DataFrame, titles: Mapping[str
     )
 
 
-def seed_list(seeds: int | Sequence[int]) -> list[int]:
-    """``seeds``: a number of seeds (0 .. seeds-1) or the seeds themselves."""
-    return list(range(seeds)) if isinstance(seeds, int) else [int(seed) for seed in seeds]
+def seed_list(seeds: int | Sequence[int], front: str | Path | None = None) -> list[int]:
+    """``seeds``: a number of seeds (0 .. seeds-1) or the seeds themselves.
+
+    With ``front`` (a search's front CSV), a number of seeds is the ``seeds`` smallest seeds that search never trained
+    with (:func:`search_seeds`), for every model alike so that the comparison stays paired by seed; listed seeds are
+    kept, with a warning naming those the search trained with.
+    """
+    used = search_seeds(front) if front is not None else None
+    if isinstance(seeds, int):
+        if front is None:
+            return list(range(seeds))
+        if used is None:
+            folder = Path(front).expanduser().parent
+            raise ValueError(
+                f"front: '{front}' has no {TRIALS_FILE} or {FINAL_TRIALS_FILE} beside it in '{folder}' to tell which "
+                f"seeds its search trained with; give the seeds explicitly, e.g. seeds=[3,4,5]"
+            )
+        return fresh_seeds(used, seeds)
+    chosen = [int(seed) for seed in seeds]
+    overlap = sorted(set(chosen) & (used or set()))
+    if overlap:
+        log.warning(
+            "seeds %s: the search of %s trained with %s too; the runs that picked its models may favour them",
+            chosen,
+            front,
+            overlap,
+        )
+    return chosen
+
+
+def search_seeds(front: str | Path) -> set[int] | None:
+    """The training seeds of the search whose front CSV is ``front``: the ``seed`` column of ``trials.csv`` and
+    ``final_trials.csv`` beside it, each if present; None if neither is."""
+    folder = Path(front).expanduser().parent
+    files = [path for path in (folder / TRIALS_FILE, folder / FINAL_TRIALS_FILE) if path.is_file()]
+    if not files:
+        return None
+    return {int(seed) for path in files for seed in pd.read_csv(path, usecols=["seed"])["seed"].dropna()}
 
 
 class FinishedRuns:

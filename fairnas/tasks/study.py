@@ -7,8 +7,9 @@ Stages (``study.stages``; each sized in ``conf/study/``):
   comparison is read against;
 - ``sweep``: hand-designed models (Sec. 4.3), from a space file's architectures or a list, one seed each;
 - ``search``: ``search.py``'s search (any strategy) with its final stage (Sec. 4.4-4.5.1): the search's answer;
-- ``final``: the answer, the default model and the best hand-designed models re-trained with ``study.final.seeds``
-  fresh seeds (neither the search's nor its final stage's), shared by every model so that comparisons are paired;
+- ``final``: the searched candidate (chosen by the search's final stage: the answer's configuration of lowest
+  error), the default model and the best hand-designed models re-trained with ``study.final.seeds`` fresh seeds
+  (neither the search's nor its final stage's), shared by every model so that comparisons are paired;
 - ``mitigations``: Balanced, Flipped, Angular, SensitiveNets (Sec. 4.5.3, Table 4.6) on the default, the best searched
   and the best hand-designed model; their baselines are the final comparison's runs;
 - ``robustness``: AdvERM vs plain training of the default model (Sec. 2.9), robustness bias from DeepFool;
@@ -16,9 +17,11 @@ Stages (``study.stages``; each sized in ``conf/study/``):
 
 Every training run is an ordinary ``train`` run (:mod:`fairnas.tasks.study_runs`) sent through the search's pool
 (``study.n_workers``, or a Dask scheduler as in ``search.py``), read back when an earlier invocation finished it, so
-an interrupted study resumes; a crashed run is recorded and left out of the claims it feeds, which say so. Writes
-``outputs/study/<name>/``: ``runs.csv``, ``claims.csv``, a table per stage, figures, ``report.md``, a self-contained
-``report.html``, and one W&B run with the tables, the page and the fronts as native scatter plots.
+an interrupted study resumes; a crashed run is recorded and left out of the claims it feeds, which say so. Every
+claim is decided by a paired test (:mod:`fairnas.study.claims`). Writes ``outputs/study/<name>/``: ``runs.csv``,
+``claims.csv``, a table per stage, figures (the claims' forest plot first), ``report.md``, a self-contained
+``report.html``, and one W&B run (the ``logger`` group, as in ``train.py``) with the tables, the page and the fronts
+as native scatter plots.
 """
 
 from __future__ import annotations
@@ -38,13 +41,14 @@ import pandas as pd
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from fairnas.config import CONFIG_DIR, compose_config, resolve_space_path
+from fairnas.config import compose_config, resolve_space_path
 from fairnas.mitigations.table import markdown_tables, summarize
 from fairnas.search import SearchResult, load_space
 from fairnas.search.final import fresh_seeds
 from fairnas.search.parallel import DaskPool, TrialPool, open_pool
 from fairnas.study import claims as verdicts
-from fairnas.study.report import StageReport, scatter_figure, write_pages
+from fairnas.study.inference import min_seeds
+from fairnas.study.report import StageReport, forest_figure, scatter_figure, write_pages
 from fairnas.tasks.cli import hydra_command
 from fairnas.tasks.compare import BASELINE_INPUTS
 from fairnas.tasks.reporting import Report
@@ -110,6 +114,7 @@ class Study:
         self.noise_seeds = fresh_seeds(reserved, self.settings.noise.seeds)
         self.final_seeds = fresh_seeds(reserved, self.settings.final.seeds)
         self.claims: list[verdicts.Claim] = []
+        self.claim_settings = verdicts.ClaimSettings.from_mapping(OmegaConf.to_container(cfg.study.claims))
         self._pools: list[TrialPool] = []
         self._stack = contextlib.ExitStack()
         # Tables and figures are written as the stages go (files only); the W&B run gets them at the end, so that it
@@ -229,12 +234,14 @@ class Study:
         answer = result.final.front if result.final is not None else result.pareto_front
         space = load_space(resolve_space_path(settings["space"]))
         constants = {name for name, hp in space.configspace.items() if hasattr(hp, "value")}
+        answer_names = []
         for row in answer.to_dict("records"):
             config = json.loads(row["config"])
             label = " ".join(f"{key}={value}" for key, value in config.items() if key not in constants)
-            name = f"searched {label}"
-            self.models[name] = ("searched", tuple(space.overrides(config)))
-            self.searched.append(name)
+            answer_names.append(f"searched {label}")
+            self.models.setdefault(answer_names[-1], ("searched", tuple(space.overrides(config))))
+        if answer_names:  # the candidate is chosen here, by the search's own seeds, never by the comparison's
+            self.searched = [answer_names[_lowest_error(answer)]]
         final_stage = [] if result.final is None else list(result.final.trials["seed"])
         self.final_seeds = fresh_seeds([*result.trials["seed"], *final_stage], self.settings.final.seeds)
         shutil.copyfile(result.output_dir / "pareto_front.png", self.output_dir / "search_front.png")
@@ -253,13 +260,19 @@ class Study:
         final_epochs = 0.0 if result.final is None else result.final.epochs
         findings = [
             f"{settings['strategy']} search of {settings['space']}: {len(trials)} trials, {epochs:g} epochs, then "
-            f"{final_epochs:g} epochs of its final stage; its answer: {len(self.searched)} configuration(s): "
-            + "; ".join(self.searched)
+            f"{final_epochs:g} epochs of its final stage; its answer: {len(answer_names)} configuration(s): "
+            + "; ".join(answer_names)
+            + (
+                f". The compared candidate, chosen by the search's own seeds (lowest error): {self.searched[0]}."
+                if self.searched
+                else "."
+            )
         ]
         return StageReport(
             "search",
             "Search (Sec. 4.4) with its final stage (Sec. 4.5.1)",
-            "The search's answer is the front of its best configurations re-trained with fresh seeds.",
+            "The search's answer is the front of its best configurations re-trained with fresh seeds; its "
+            "configuration of lowest error is the candidate the later stages compare.",
             findings,
             tables,
             {"search_front": self.output_dir / "search_front.png"},
@@ -270,19 +283,21 @@ class Study:
         compared = [self.default, *self.searched, *self._best_hand_designed(self.settings.final.hand_designed)]
         runs = self.train(self.specs(compared, self.final_seeds), "final")
         table, figure = self._models_table(runs, "final", "main", "val", "re-trained models")
-        claims = self._dominance(runs, "final", data="main")
+        self._dominance(runs, "final", data="main")
         return StageReport(
             "final",
             "The search's answer against the default and the best hand-designed models",
             f"Every model re-trained with seeds {self.final_seeds}; differences paired by seed.",
-            [claim.line() for claim in claims] + self._crashes(runs),
+            self._crashes(runs),
             {"final": table},
             {"final": figure},
             math.nan,
         )
 
     def _mitigations(self) -> StageReport:
-        models, seeds = self._chosen(), self.final_seeds[: self.settings.mitigations.seeds]
+        kinds = set(self.settings.mitigations.models)
+        models = [model for model in self._chosen() if self.models[model][0] in kinds]
+        seeds = self.final_seeds[: self.settings.mitigations.seeds]
         specs, skipped, titles = [], [], {"none": "Baseline"}
         for name in self.settings.mitigations.names:
             titles[name], inputs = self._mitigation(name)
@@ -309,7 +324,14 @@ class Study:
         summary = summarize(verdicts.successful(cells), ["rank_disparity"])
         table = self._files.table("mitigations", summary)
         claims = [
-            verdicts.lowers(runs, model, name, "test/rank_disparity", stage="mitigations", label=titles[name])
+            verdicts.lowers(
+                runs,
+                model,
+                name,
+                "test/rank_disparity",
+                claim_id=f"mitigations/{name}/{self.models[model][0]}/test",
+                label=titles[name],
+            )
             for model in models
             for name in self.settings.mitigations.names
         ]
@@ -319,7 +341,7 @@ class Study:
             "Bias mitigations (Sec. 4.5.3, Table 4.6)",
             f"Each mitigation on the compared models, seeds {seeds}, against the same model's baseline run "
             "(paired by seed; test split).",
-            [claim.line() for claim in claims] + self._crashes(mitigated),
+            self._crashes(mitigated),
             {"mitigations": table},
             {},
             math.nan,
@@ -347,7 +369,7 @@ class Study:
                 self.default,
                 "AdvERM",
                 f"{split}/robustness_bias",
-                stage="robustness",
+                claim_id=f"robustness/adverm/default/{split}",
                 label="AdvERM",
                 baseline="plain",
             )
@@ -360,7 +382,7 @@ class Study:
             "AdvERM against plain training (Sec. 2.9)",
             "Robustness bias (the largest group gap of the distance to the decision boundary, DeepFool) of the "
             f"default model with and without the AdvERM regulariser, seeds {seeds}, paired.",
-            [claim.line() for claim in claims] + self._crashes(runs),
+            self._crashes(runs),
             {"robustness": table},
             {},
             math.nan,
@@ -370,12 +392,12 @@ class Study:
         models, seeds = self._chosen(), self.final_seeds[: self.settings.transfer.seeds]
         runs = self.train(self.specs(models, seeds, data="transfer"), "transfer")
         table, figure = self._models_table(runs, "transfer", "transfer", "test", "transfer data set")
-        claims = self._dominance(runs, "transfer", data="transfer")
+        self._dominance(runs, "transfer", data="transfer")
         return StageReport(
             "transfer",
             "Transfer to a second data set (Tables 4.5 / 4.8)",
             f"The compared models trained and evaluated with {list(self.settings.transfer.overrides)}, seeds {seeds}.",
-            [claim.line() for claim in claims] + self._crashes(runs),
+            self._crashes(runs),
             {"transfer": table},
             {"transfer": figure},
             math.nan,
@@ -423,12 +445,23 @@ class Study:
         return rows if seeds is None else rows[rows["seed"].isin(list(seeds))]
 
     def _dominance(self, runs: pd.DataFrame, stage: str, data: str) -> list[verdicts.Claim]:
-        baselines = [self.default, *[model for model in self._chosen()[1:] if self.models[model][0] == "hand-designed"]]
-        searched = [model for model in self.searched if model in set(runs["model"])]
+        """Does the searched candidate dominate the default model and each compared hand-designed model, on the
+        validation and the test split? Claim ids name the baseline by kind (``hand-designed-2``: the second best)."""
+        hand_designed = [model for model in self._chosen()[1:] if self.models[model][0] == "hand-designed"]
+        if stage == "final":
+            hand_designed = self._best_hand_designed(self.settings.final.hand_designed)
+        baselines = {self.default: "default"} | {
+            model: "hand-designed" + ("" if rank == 1 else f"-{rank}") for rank, model in enumerate(hand_designed, 1)
+        }
+        present = set(runs["model"])
         claims = [
-            verdicts.dominance(runs, searched, baseline, split=split, data=data, stage=stage)
-            for baseline in baselines
-            if baseline in set(runs["model"])
+            verdicts.dominance(
+                runs, candidate, baseline, claim_id=f"{stage}/dominates/{kind}/{split}", split=split, data=data
+            )
+            for candidate in self.searched
+            if candidate in present
+            for baseline, kind in baselines.items()
+            if baseline in present
             for split in ("val", "test")
         ]
         self.claims.extend(claims)
@@ -454,43 +487,52 @@ class Study:
     # ---- report ---------------------------------------------------------------------------------------------------
 
     def _report_config(self) -> DictConfig:
-        """The study's own report logger, ``study.logger`` (``conf/logger/``), writing into the study's folder."""
-        name = self.settings.logger
-        node = {} if name == "none" else OmegaConf.load(CONFIG_DIR / "logger" / f"{name}.yaml")
+        """The study's own report logger: the ``logger`` group with the command line's overrides, as ``train.py``
+        and ``search.py`` take it (``logger=none``, ``logger.wandb.offline=false``), writing into the study's folder."""
+        logger = self.cfg.get("logger")
+        node = OmegaConf.to_container(logger, resolve=True) if logger else {}
         return OmegaConf.create({"logger": node, "output_dir": str(self.output_dir)})
 
     def write_report(self) -> None:
-        """claims.csv, runs.csv, report.md and report.html; then the W&B run with the tables, figures, scatter
-        plots and the page."""
-        claims = pd.DataFrame(
-            [
-                {
-                    "stage": c.stage,
-                    "claim": c.statement,
-                    "verdict": c.verdict,
-                    "margin_se": c.margin,
-                    "evidence": c.evidence,
-                }
-                for c in self.claims
-            ],
-            columns=["stage", "claim", "verdict", "margin_se", "evidence"],
-        )
+        """claims.csv (every claim decided together: Holm's correction spans the primary ones), runs.csv, the forest
+        plot, report.md and report.html; then the W&B run with the tables, figures, scatter plots and the page."""
+        claims = verdicts.decide(self.claims, self.claim_settings)
         self._files.table("runs", self.runs)
         self._files.table("claims", claims)
+        for stage in self.reports:  # each stage's claims lead its findings, with their verdicts
+            stage.findings[:0] = [
+                verdicts.finding(row) for row in claims[claims["stage"] == stage.name].to_dict("records")
+            ]
         times = {stage.name: stage.seconds for stage in self.reports}
-        holding = int(claims["verdict"].str.startswith("holds").sum())
+        holding = int((claims["verdict"] == verdicts.HOLDS).sum())
+        primary = claims[claims["family"] == verdicts.PRIMARY]
+        alpha = self.claim_settings.alpha
+        rule = (
+            f"one-sided paired t-tests; the primary claims' family-wise error rate held at {alpha:g} by Holm's "
+            f"method, exploratory claims unadjusted; no claim holds on fewer than {min_seeds(alpha)} seeds"
+        )
+        counts = claims.groupby(["family", "verdict"]).size()
+        tally = "; ".join(
+            f"{family}: " + ", ".join(f"{count} {verdict}" for verdict, count in counts[family].items())
+            for family in (verdicts.PRIMARY, verdicts.EXPLORATORY)
+            if family in counts.index.get_level_values(0)
+        )
         header = {
             "training overrides": " ".join(self.base),
             "stages (minutes)": ", ".join(f"{name} {seconds / 60:.1f}" for name, seconds in times.items()),
-            "claims holding": f"{holding} of {len(claims)} (a claim holds beyond {verdicts.HOLDS:g} standard errors)",
+            "claims holding": f"{holding} of {len(claims)}, primary {(primary['verdict'] == verdicts.HOLDS).sum()} "
+            f"of {len(primary)} ({rule})",
         }
+        forest = self._files.figure("claims_forest", forest_figure(claims))
         overview = StageReport(
             "claims",
             "Claims",
-            "Every claim of the study with its verdict; the stages below give the numbers behind them.",
-            [claim.line() for claim in self.claims],
+            "The forest plot shows every claim's effect in the claimed direction with its 95 % interval, in units of "
+            "its paired s.d. (right of 0: the claimed way), coloured by verdict; the table has the numbers, each "
+            "stage below its claims in words.",
+            [f"Verdicts ({rule}): {tally}."],
             {"claims": self.output_dir / "claims.csv", "runs": self.output_dir / "runs.csv"},
-            {},
+            {"claims_forest": forest},
             sum(times.values()),
         )
         stages = [overview, *self.reports]
@@ -517,6 +559,13 @@ class Study:
         log.info(
             "study report: %s (%d of %d claims hold, %.1f min)", page, holding, len(claims), sum(times.values()) / 60
         )
+
+
+def _lowest_error(answer: pd.DataFrame) -> int:
+    """The position in a search's answer (final front: ``error_mean``; observed front: ``error``) of its
+    configuration of lowest error, the first objective of every claim."""
+    column = "error_mean" if "error_mean" in answer else "error"
+    return int(answer[column].reset_index(drop=True).idxmin())
 
 
 main = hydra_command(run_study, "study")

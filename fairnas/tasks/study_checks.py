@@ -1,6 +1,6 @@
 """A study's settings, checked before anything is written: one line each naming the ``study.<key>`` and what is
 allowed (unknown or missing stages, too few seeds for a standard error, a transfer config or model that does not
-compose, a search budget below one full trial, ...)."""
+compose, a search budget below one full trial, claim settings out of range, ...)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,15 @@ from typing import Any
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
-from fairnas.config import CONFIG_DIR, compose_config, resolve_space_path
+from fairnas.config import compose_config, resolve_space_path
 from fairnas.search import SearchSettings, load_space
+from fairnas.study.claims import ClaimSettings
 from fairnas.tasks.checks import check_training_settings
 from fairnas.tasks.runs import instantiate_partial
 
 STAGES = ("noise", "sweep", "search", "final", "mitigations", "robustness", "transfer")
 NEEDS = {"final": "search", "mitigations": "final", "transfer": "final"}
+MODEL_KINDS = ("default", "searched", "hand-designed")
 """A stage that uses another's results: the final comparison the search's answer, mitigations and transfer the
 models the final comparison chose."""
 
@@ -32,9 +34,10 @@ def check_study(cfg: DictConfig, base: Sequence[str]) -> None:
     for stage, needed in NEEDS.items():
         if stage in stages and needed not in stages:
             raise ValueError(f"study.stages: {stage} needs {needed} (it uses its results); add it or drop {stage}")
-    logger = study.logger
-    if logger != "none" and not (CONFIG_DIR / "logger" / f"{logger}.yaml").is_file():
-        raise ValueError(f"study.logger={logger!r}; allowed: wandb, csv, none")
+    ClaimSettings.from_mapping(OmegaConf.to_container(study.claims))
+    kinds = list(study.mitigations.models)
+    if not kinds or any(kind not in MODEL_KINDS for kind in kinds) or len(set(kinds)) != len(kinds):
+        raise ValueError(f"study.mitigations.models={kinds}: each once, from {list(MODEL_KINDS)}")
     _seeds(study.noise.seeds, "noise.seeds", 2)
     _seeds(study.sweep.seeds, "sweep.seeds", 1)
     final_seeds = _seeds(study.final.seeds, "final.seeds", 2)
@@ -63,10 +66,17 @@ def check_study(cfg: DictConfig, base: Sequence[str]) -> None:
 
 
 def search_settings(study: DictConfig) -> dict[str, Any]:
-    """The study's search settings: ``conf/search/local.yaml``'s with ``study.search`` on top (resolved)."""
+    """The study's search settings: ``conf/search/local.yaml``'s with ``study.search`` on top (resolved); a
+    ``total_budget`` of null is ``full_trials`` times ``max_budget`` epochs, so that the default fits any epochs."""
     defaults = compose_config("search", [], output_dir=".").search
-    merged = OmegaConf.merge(defaults, OmegaConf.create(OmegaConf.to_container(study.search, resolve=True)))
-    return OmegaConf.to_container(merged, resolve=True)  # type: ignore[return-value]
+    own = OmegaConf.to_container(study.search, resolve=True)
+    full_trials = own.pop("full_trials", None)  # type: ignore[union-attr]
+    merged = OmegaConf.to_container(OmegaConf.merge(defaults, OmegaConf.create(own)), resolve=True)
+    if merged["total_budget"] is None and merged.get("n_trials") is None and full_trials is not None:  # type: ignore[index]
+        if isinstance(full_trials, bool) or not isinstance(full_trials, int) or full_trials < 1:
+            raise ValueError(f"study.search.full_trials={full_trials!r} must be an integer >= 1")
+        merged["total_budget"] = full_trials * merged["max_budget"]  # type: ignore[index]
+    return merged  # type: ignore[return-value]
 
 
 def check_search(settings: dict[str, Any]) -> None:

@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 RUNS_DIR = "runs"
 SPLITS = ("val", "test")
 REPORTED = (*IDENTIFICATION_METRICS, "robustness_bias")
+UNSET_DATA_INFO = {"n_groups": 0, "num_classes": 0, "group_order": []}
+"""Stands in for ``data_info`` (set when a run reads its data) where configs are compared before any run starts:
+a mitigation that interpolates it (SensitiveNets' ``${data_info.n_groups}``) resolves."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +70,9 @@ def changes_training(baseline: Sequence[str], mitigated: Sequence[str]) -> bool:
     group sampling, which win over a config group's values."""
 
     def resolved(overrides: Sequence[str]) -> dict:
-        return OmegaConf.to_container(compose_config("train", list(overrides), output_dir="."), resolve=True)
+        config = compose_config("train", list(overrides), output_dir=".")
+        config.data_info = UNSET_DATA_INFO  # what the data decides when a run starts; the same for both
+        return OmegaConf.to_container(config, resolve=True)
 
     before, after = resolved(baseline), resolved(mitigated)
     treatment = after.pop("mitigation", None) or {}
