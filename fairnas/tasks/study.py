@@ -110,7 +110,8 @@ class Study:
         # Comparisons train with seeds the search never saw, neither in its trials nor in its final stage, which
         # chose the answer by them (re-using those seeds would favour the answer). The default model's noise seeds
         # are the same, so that its final-comparison runs are read back (also when a later invocation adds stages).
-        reserved = planned_search_seeds(search_settings(self.settings))
+        self.reserved = {int(seed) for seed in self.settings.reserved_seeds}
+        reserved = planned_search_seeds(search_settings(self.settings)) | self.reserved
         self.noise_seeds = fresh_seeds(reserved, self.settings.noise.seeds)
         self.final_seeds = fresh_seeds(reserved, self.settings.final.seeds)
         self.claims: list[verdicts.Claim] = []
@@ -243,7 +244,8 @@ class Study:
         if answer_names:  # the candidate is chosen here, by the search's own seeds, never by the comparison's
             self.searched = [answer_names[_lowest_error(answer)]]
         final_stage = [] if result.final is None else list(result.final.trials["seed"])
-        self.final_seeds = fresh_seeds([*result.trials["seed"], *final_stage], self.settings.final.seeds)
+        used = {*result.trials["seed"], *final_stage, *self.reserved}
+        self.final_seeds = fresh_seeds(used, self.settings.final.seeds)
         shutil.copyfile(result.output_dir / "pareto_front.png", self.output_dir / "search_front.png")
         tables = {"search_answer": self._files.table("search_answer", answer)}
         trials = result.trials

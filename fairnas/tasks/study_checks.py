@@ -35,6 +35,11 @@ def check_study(cfg: DictConfig, base: Sequence[str]) -> None:
         if stage in stages and needed not in stages:
             raise ValueError(f"study.stages: {stage} needs {needed} (it uses its results); add it or drop {stage}")
     ClaimSettings.from_mapping(OmegaConf.to_container(study.claims))
+    reserved = OmegaConf.to_container(study.reserved_seeds)
+    if not isinstance(reserved, list) or not all(
+        isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 for seed in reserved
+    ):
+        raise ValueError(f"study.reserved_seeds={reserved!r} must be a list of seeds >= 0, e.g. [0,1,2]")
     kinds = list(study.mitigations.models)
     if not kinds or any(kind not in MODEL_KINDS for kind in kinds) or len(set(kinds)) != len(kinds):
         raise ValueError(f"study.mitigations.models={kinds}: each once, from {list(MODEL_KINDS)}")
