@@ -51,6 +51,9 @@ def test_the_same_difference_in_every_seed_is_decided_by_its_sign_where_scipy_ha
     assert lower.p == 0.0 and lower.sd == 0.0 and lower.ci_low == lower.ci_high == -0.25 and lower.d_z == math.inf
     assert paired_test([0.5] * 5).p == 1.0
     assert math.isnan(paired_test([-0.1]).p) and paired_test([]).n == 0  # one seed: no test
+    rounding = paired_test([-1e-13, -1e-13 + 1e-29, -1e-13])  # a subtraction's rounding error is no decrease
+    assert rounding.p == 1.0 and rounding.effect == 0.0
+    assert seeds_for_power(math.inf, 0.01, 0.8, at_least=5) == 5  # planned from a constant decrease
 
 
 def test_holm_matches_statsmodels_and_gives_each_claim_its_step_level():
@@ -76,7 +79,7 @@ def test_minimum_detectable_effect_and_seeds_for_power_invert_statsmodels_power(
 
 
 def test_no_claim_holds_on_fewer_seeds_than_a_sign_can_tell_apart_from_chance():
-    assert [min_seeds(alpha) for alpha in (0.05, 0.01, 0.25)] == [5, 7, 2]  # 2^-n <= alpha
+    assert [min_seeds(alpha) for alpha in (0.05, 0.01, 0.25, 1 / 16, 0.9)] == [5, 7, 3, 5, 2]  # 2^-n < alpha
     assert intersection_union([paired_test([-1, -2, -3]), paired_test([-1, 1, -2])]) == 1
 
 
@@ -151,6 +154,10 @@ def test_dominance_needs_both_objectives_and_the_larger_p_decides():
     rank_p = stats.ttest_rel([1.0 + 0.1 * s for s in range(5)], [1.2 + 0.05 * s for s in range(5)], alternative="less")
     assert claim.test.p == pytest.approx(max(error_p, rank_p.pvalue))
     assert claim.metric == "val/rank_disparity" and claim.stage == "final"
+    missing = runs.copy()
+    missing.loc[(missing["model"] == "A") & (missing["seed"] == 4), "val/rank_disparity"] = float("nan")
+    partial = claims.dominance(missing, "A", "B", claim_id="final/dominates/default/val", split="val")
+    assert partial.test.n == 4  # both objectives must hold: the claim rests on the seeds both have
     crashed = runs.copy()
     crashed.loc[0, "status"] = "crashed"
     claim = claims.dominance(crashed, "A", "B", claim_id="final/dominates/default/val", split="val")
@@ -171,6 +178,12 @@ def test_bad_claim_settings_are_named(mapping, message):
         claims.ClaimSettings.from_mapping(mapping)
 
 
+def test_primary_patterns_that_name_no_claim_are_found():
+    settings = claims.ClaimSettings(primary=("final/dominates/*/test", "mitigation/*/default/test"))
+    ids = ["final/dominates/default/test", "mitigations/flipped/default/test"]
+    assert settings.unmatched(ids) == ["mitigation/*/default/test"]
+
+
 def test_the_power_rule_plans_seeds_in_holms_order():
     planning = pd.DataFrame(
         {
@@ -186,6 +199,9 @@ def test_the_power_rule_plans_seeds_in_holms_order():
     assert plan.loc["c", "seeds"] == 5 and plan.loc["d", "level"] == 0.05  # the seed floor; exploratory at alpha
     assert not plan.loc["b", "reachable"] and plan.loc["b", "seeds"] == 5 and plan.loc["b", "power_at_seeds"] < 0.01
     assert (plan.loc[["a", "c", "d"], "power_at_seeds"] >= 0.8).all()
+    untrained = planning.assign(verdict=["holds", "does not hold", "not applicable", "holds"])
+    assert list(plan_seeds(untrained)["id"]) == ["a", "b", "d"]  # a mitigation the study did not train: no test
+    assert plan_seeds(untrained).set_index("id").loc["a", "level"] == pytest.approx(0.05 / 2)
     assert stage_seeds(plan.reset_index()).to_dict() == {
         "final": plan.loc["a", "seeds"],
         "mitigations": 5,

@@ -89,6 +89,10 @@ class ClaimSettings:
     def is_primary(self, claim_id: str) -> bool:
         return any(fnmatch.fnmatchcase(claim_id, pattern) for pattern in self.primary)
 
+    def unmatched(self, claim_ids: Sequence[str]) -> list[str]:
+        """The ``primary`` patterns that name none of ``claim_ids`` (a typo would leave claims unadjusted)."""
+        return [pattern for pattern in self.primary if not fnmatch.filter(claim_ids, pattern)]
+
 
 @dataclasses.dataclass(frozen=True)
 class Claim:
@@ -169,11 +173,12 @@ def dominance(
         for name in OBJECTIVES
     ]
     deciding = intersection_union(tests)
+    seeds = min(test.n for test in tests)  # both objectives must hold: the claim rests on the seeds both have
     parts = [f"{name.replace('_', ' ')} {describe(test)}" for name, test in zip(OBJECTIVES, tests, strict=True)]
     failures = crashed(runs, [candidate, baseline], data)
     where = f"{split}{'' if data == 'main' else ', transfer data'}"
     evidence = (
-        f"{candidate} minus {baseline}: {'; '.join(parts)}; paired over {min(test.n for test in tests)} seeds"
+        f"{candidate} minus {baseline}: {'; '.join(parts)}; paired over {seeds} seeds"
         + (f"; {failures} runs crashed and are left out" if failures else "")
         + "."
     )
@@ -182,7 +187,7 @@ def dominance(
         claim_id.split("/", 1)[0],
         f"the searched model dominates {baseline} ({where})",
         f"{split}/{OBJECTIVES[deciding]}",
-        tests[deciding],
+        dataclasses.replace(tests[deciding], n=seeds),
         evidence,
     )
 
@@ -265,12 +270,12 @@ def _verdict(row: Mapping[str, Any], alpha: float) -> str:
     return HOLDS if p < alpha else DOES_NOT_HOLD
 
 
-def finding(row: Mapping[str, Any]) -> str:
-    """A claims-table row as one line of the report (Markdown)."""
+def finding(row: Mapping[str, Any], power: float = 0.8) -> str:
+    """A claims-table row as one line of the report (Markdown); ``power``: the one its ``mde`` was computed at."""
     if row["verdict"] == NOT_APPLICABLE:
         return f"{row['claim']} ({row['family']}): **{row['verdict']}**. {row['evidence']}"
     p = f"Holm-adjusted p = {row['p_holm']:.3g}" if row["family"] == PRIMARY else f"p = {row['p']:.3g}"
-    detectable = "" if math.isnan(row["mde"]) else f"; smallest effect detectable at power 0.8: {row['mde']:.3g}"
+    detectable = "" if math.isnan(row["mde"]) else f"; smallest effect detectable at power {power:g}: {row['mde']:.3g}"
     return (
         f"{row['claim']} ({row['family']}, n = {row['n']}): **{row['verdict']}** ({p}{detectable}). {row['evidence']}"
     )

@@ -65,6 +65,8 @@ def paired_test(differences: Sequence[float] | np.ndarray) -> PairedTest:
     if n == 1:
         return PairedTest(1, mean, math.nan, math.nan, math.nan, math.nan)
     if np.allclose(values, values[0], rtol=1e-9, atol=1e-12):  # equal up to the rounding of the subtraction
+        if np.isclose(mean, 0.0, rtol=0.0, atol=1e-12):
+            mean = 0.0  # a rounding error is no decrease
         return PairedTest(n, mean, mean, mean, 0.0, 0.0 if mean < 0 else 1.0)
     sd = float(values.std(ddof=1))
     low, high = stats.ttest_1samp(values, 0.0).confidence_interval(CONFIDENCE)
@@ -80,8 +82,10 @@ def intersection_union(tests: Sequence[PairedTest]) -> int:
 
 
 def min_seeds(alpha: float) -> int:
-    """The fewest seeds at which a claim can hold at level ``alpha``: the smallest n with 2^-n <= alpha."""
-    return max(2, math.ceil(math.log2(1 / alpha)))
+    """The fewest seeds at which a claim can hold at level ``alpha``: the smallest n with 2^-n < alpha (a test
+    rejects when p < alpha). Holm tests primary claims at alpha / m .. alpha, so at alpha this is the floor below
+    which no claim of a study can hold at any of its steps (a necessary condition, not a sufficient one)."""
+    return max(2, math.floor(math.log2(1 / alpha)) + 1)
 
 
 def holm(p_values: Sequence[float], alpha: float) -> tuple[list[float], list[float]]:
@@ -113,6 +117,8 @@ def seeds_for_power(d_z: float, level: float, power: float, *, at_least: int = 2
     sign)."""
     if not d_z > 0:
         return None
+    if math.isinf(d_z):  # the same decrease in every seed: any test with a spread to estimate detects it
+        return at_least
     analysis = TTestPower()
     for n in range(at_least, at_most + 1):
         if analysis.power(effect_size=d_z, nobs=n, alpha=level, alternative="larger") >= power:

@@ -8,6 +8,11 @@ expected effect first at ``alpha / m``, the next at ``alpha / (m - 1)``, and so 
 before it hold, as they do with the planned power). A claim whose effect points the wrong way, or is too small for
 ``at_most`` seeds, cannot reach the power at all: it is reported as such and asks for no more than the fewest seeds
 at which it could hold (:func:`~fairnas.study.inference.min_seeds`). Exploratory claims are planned at ``alpha``.
+
+Two reasons make the planned power an optimistic one, and the plan says so rather than hides it: a Holm step's level
+is reached only when the claims before it hold (the first step's alpha / m is the unconditional one), and an effect
+measured on a few seeds is itself uncertain (planning on its point estimate gives less than the planned power about
+half the time).
 """
 
 from __future__ import annotations
@@ -20,13 +25,15 @@ from pathlib import Path
 import pandas as pd
 from statsmodels.stats.power import TTestPower
 
-from fairnas.study.claims import PRIMARY
+from fairnas.study.claims import NOT_APPLICABLE, PRIMARY
 from fairnas.study.inference import min_seeds, seeds_for_power
 
 
 def plan_seeds(claims: pd.DataFrame, *, alpha: float = 0.05, power: float = 0.8, at_most: int = 30) -> pd.DataFrame:
     """Per claim: its planned ``level``, the ``seeds`` the rule asks for, whether the power is ``reachable``, and the
     power at those seeds (``power_at_seeds``)."""
+    if "verdict" in claims:  # a finished study's: a mitigation it did not train is not tested
+        claims = claims[claims["verdict"] != NOT_APPLICABLE]
     plan = claims[["id", "stage", "family", "d_z"]].copy().reset_index(drop=True)
     plan["level"] = alpha
     primary = plan.index[plan["family"] == PRIMARY]

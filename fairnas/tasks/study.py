@@ -503,7 +503,8 @@ class Study:
         self._files.table("claims", claims)
         for stage in self.reports:  # each stage's claims lead its findings, with their verdicts
             stage.findings[:0] = [
-                verdicts.finding(row) for row in claims[claims["stage"] == stage.name].to_dict("records")
+                verdicts.finding(row, self.claim_settings.power)
+                for row in claims[claims["stage"] == stage.name].to_dict("records")
             ]
         times = {stage.name: stage.seconds for stage in self.reports}
         holding = int((claims["verdict"] == verdicts.HOLDS).sum())
@@ -522,9 +523,13 @@ class Study:
         header = {
             "training overrides": " ".join(self.base),
             "stages (minutes)": ", ".join(f"{name} {seconds / 60:.1f}" for name, seconds in times.items()),
-            "claims holding": f"{holding} of {len(claims)}, primary {(primary['verdict'] == verdicts.HOLDS).sum()} "
-            f"of {len(primary)} ({rule})",
+            "primary claims holding": f"{(primary['verdict'] == verdicts.HOLDS).sum()} of {len(primary)} ({rule}); "
+            f"all claims: {holding} of {len(claims)}",
         }
+        unmatched = self.claim_settings.unmatched(list(claims["id"]))
+        if unmatched:  # a typo would leave the paper's claims exploratory and unadjusted: say so where it is read
+            header["study.claims.primary"] = f"patterns that name no claim of this study: {unmatched}"
+            log.warning("study.claims.primary: %s name no claim of this study", unmatched)
         forest = self._files.figure("claims_forest", forest_figure(claims))
         overview = StageReport(
             "claims",

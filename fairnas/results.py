@@ -1,0 +1,217 @@
+"""Results committed as data, and the README's tables rendered from them.
+
+Every folder under ``results/`` holds the small CSV tables of one measured run (no checkpoints) and a
+``manifest.json`` that says how they were made: the command, the commit, the date, the machine, the wall time. The
+README's result tables are not written by hand: ``python -m fairnas.results render`` rewrites each block between
+``<!-- results:NAME -->`` and ``<!-- /results:NAME -->`` from its folder (:data:`TABLES`), and ``python -m
+fairnas.results check`` exits 1 naming every block that differs from its data (``tests/test_results.py`` runs it on
+the repository, so the README and the data cannot drift apart).
+
+``python -m fairnas.results collect-study <study folder> results/<name> --command "..."`` copies a finished study's
+tables into a results folder and writes its manifest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+
+from fairnas.io import write_json_atomic, write_text_atomic
+from fairnas.study.claims import PRIMARY
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+MANIFEST = "manifest.json"
+STUDY_TABLES = (
+    "claims",
+    "runs",
+    "noise",
+    "sweep",
+    "search_answer",
+    "final",
+    "mitigations",
+    "robustness",
+    "transfer",
+)
+"""The CSV tables of a study folder a results folder keeps (those the study's stages wrote)."""
+STUDY_SEARCH_TABLES = ("trials", "final_trials", "final_front")
+"""The search's own tables, kept as ``search_<name>.csv``."""
+
+
+def collect_study(
+    study_dir: Path, target: Path, *, command: str, commit: str | None = None, time_log: Path | None = None
+) -> dict:
+    """Copy ``study_dir``'s tables into ``target`` and write its manifest; returns the manifest. The wall time and
+    peak memory come from GNU time's ``-v`` output in ``time_log`` (e.g. the study's log) when given."""
+    report = study_dir / "report.md"
+    if not (study_dir / "claims.csv").is_file() or not report.is_file():
+        raise FileNotFoundError(f"study: '{study_dir}' holds no finished study (claims.csv and report.md)")
+    target.mkdir(parents=True, exist_ok=True)
+    kept = []
+    for name in STUDY_TABLES:
+        if (study_dir / f"{name}.csv").is_file():
+            shutil.copyfile(study_dir / f"{name}.csv", target / f"{name}.csv")
+            kept.append(f"{name}.csv")
+    for name in STUDY_SEARCH_TABLES:
+        if (study_dir / "search" / f"{name}.csv").is_file():
+            shutil.copyfile(study_dir / "search" / f"{name}.csv", target / f"search_{name}.csv")
+            kept.append(f"search_{name}.csv")
+    stages = re.search(r"\*\*stages \(minutes\)\*\*: (.*)", report.read_text())
+    manifest = {
+        "command": command,
+        "commit": commit or _git("rev-parse", "--short", "HEAD"),
+        "collected": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "finished": datetime.fromtimestamp(report.stat().st_mtime, UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{_cpu_count()} CPU cores ({platform.machine()}), Python {platform.python_version()}",
+        "stage_minutes": dict(_stage_minutes(stages.group(1))) if stages else {},
+        "files": kept,
+        **(_time_log(time_log) if time_log is not None else {}),
+    }
+    write_json_atomic(target / MANIFEST, manifest)
+    return manifest
+
+
+def claims_table(folder: Path) -> str:
+    """The README's claims table: the primary claims of a study's ``claims.csv``, each with its effect, 95 %
+    interval, Holm-adjusted p and verdict, and a line for the exploratory ones."""
+    claims = pd.read_csv(folder / "claims.csv")
+    manifest = read_manifest(folder)
+    primary = claims[claims["family"] == PRIMARY]
+    rows = [
+        "| claim (primary; test split, paired by seed) | n | effect [95 % interval] | Holm-adjusted p | verdict |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for row in primary.to_dict("records"):
+        rows.append(f"| {row['claim']} | {row['n']} | {_effect(row)} | {_p(row['p_holm'])} | **{row['verdict']}** |")
+    exploratory = claims[claims["family"] != PRIMARY]
+    verdicts = ", ".join(f"{count} {verdict}" for verdict, count in exploratory["verdict"].value_counts().items())
+    return "\n".join(
+        [
+            *rows,
+            "",
+            f"Exploratory claims (validation split, mitigations on the searched model, AdvERM; unadjusted p): "
+            f"{len(exploratory)}, {verdicts or 'none'}. {_provenance(folder, manifest)}",
+        ]
+    )
+
+
+TABLES: dict[str, tuple[str, Callable[[Path], str]]] = {"claims": ("results/showcase", claims_table)}
+"""README block name -> (its results folder, relative to the repository; the function that renders it)."""
+
+
+def render(text: str, root: Path = REPOSITORY) -> str:
+    """``text`` (a README) with every results block rendered from its folder under ``root``."""
+    for name, (folder, make) in TABLES.items():
+        pattern = _block(name)
+        if not pattern.search(text):
+            raise ValueError(f"README: no block <!-- results:{name} --> ... <!-- /results:{name} -->")
+        block = f"<!-- results:{name} -->\n{make(root / folder)}\n<!-- /results:{name} -->"
+        text = pattern.sub(block.replace("\\", "\\\\"), text)
+    return text
+
+
+def drifted(text: str, root: Path = REPOSITORY) -> list[str]:
+    """The names of the blocks of ``text`` that differ from their data."""
+    rendered = render(text, root)
+    return [name for name in TABLES if _block(name).search(text).group(0) != _block(name).search(rendered).group(0)]  # type: ignore[union-attr]
+
+
+def read_manifest(folder: Path) -> dict:
+    path = folder / MANIFEST
+    if not path.is_file():
+        raise FileNotFoundError(f"results: '{folder}' has no {MANIFEST}")
+    return json.loads(path.read_text())
+
+
+def _block(name: str) -> re.Pattern[str]:
+    return re.compile(rf"<!-- results:{name} -->\n.*?\n?<!-- /results:{name} -->", flags=re.S)
+
+
+def _effect(row: dict) -> str:
+    metric = row["metric"].split("/", 1)[1].replace("_", " ")
+    if math.isnan(row["ci_low"]):
+        return f"{metric} {row['effect']:+.3g}"
+    return f"{metric} {row['effect']:+.3g} [{row['ci_low']:+.3g}, {row['ci_high']:+.3g}]"
+
+
+def _p(value: float) -> str:
+    return "–" if math.isnan(value) else f"{value:.2g}"
+
+
+def _provenance(folder: Path, manifest: dict) -> str:
+    relative = folder.relative_to(REPOSITORY) if folder.is_relative_to(REPOSITORY) else folder
+    wall = f", {manifest['wall_minutes']:.0f} min wall" if "wall_minutes" in manifest else ""
+    return (
+        f"Data: `{relative}/claims.csv`, from `{manifest['command']}` at commit {manifest['commit']} "
+        f"({manifest['finished']}; {manifest['machine']}{wall})."
+    )
+
+
+def _stage_minutes(text: str) -> list[tuple[str, float]]:
+    return [(name, float(minutes)) for name, minutes in re.findall(r"(\w+) ([\d.]+)", text)]
+
+
+def _time_log(path: Path) -> dict:
+    """Wall time and peak memory from GNU time's ``-v`` output in ``path``."""
+    if not path.is_file():
+        raise FileNotFoundError(f"time log: '{path}' does not exist")
+    text = path.read_text(errors="replace")
+    found = {}
+    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", text)
+    if wall:
+        parts = [float(part) for part in wall.group(1).split(":")]
+        found["wall_minutes"] = round(sum(value * 60**power for power, value in enumerate(reversed(parts))) / 60, 1)
+    peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
+    if peak:
+        found["peak_memory_gb"] = round(int(peak.group(1)) / 1024**2, 2)
+    return found
+
+
+def _cpu_count() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def _git(*arguments: str) -> str:
+    return subprocess.run(["git", *arguments], cwd=REPOSITORY, capture_output=True, text=True).stdout.strip()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m fairnas.results", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="action", required=True)
+    commands.add_parser("render", help="rewrite the README's results blocks from their data")
+    commands.add_parser("check", help="exit 1 when a README results block differs from its data")
+    collect = commands.add_parser("collect-study", help="copy a finished study's tables into a results folder")
+    collect.add_argument("study_dir", type=Path)
+    collect.add_argument("target", type=Path)
+    collect.add_argument("--command", required=True, help="the command that ran the study, as a user would type it")
+    collect.add_argument("--commit", help="the commit the study ran at (default: HEAD)")
+    collect.add_argument("--time-log", type=Path, help="a file holding /usr/bin/time -v's output for the study")
+    args = parser.parse_args(argv)
+    readme = REPOSITORY / "README.md"
+    if args.action == "collect-study":
+        manifest = collect_study(
+            args.study_dir, args.target, command=args.command, commit=args.commit, time_log=args.time_log
+        )
+        print(json.dumps(manifest, indent=1))
+    elif args.action == "render":
+        write_text_atomic(readme, render(readme.read_text()))
+    else:
+        stale = drifted(readme.read_text())
+        if stale:
+            raise SystemExit(
+                f"README.md: the results blocks {stale} differ from their data; run python -m fairnas.results render"
+            )
+
+
+if __name__ == "__main__":
+    main()
