@@ -491,12 +491,22 @@ def budget_to_reach(curve: pd.DataFrame, volume: float) -> float:
     return float(reached.min()) if len(reached) else np.inf
 
 
+def run_volumes(runs: pd.DataFrame, total_budget: float, max_hypervolume: float | None = None) -> pd.DataFrame:
+    """Per run (method, seed): its hypervolume at ``total_budget`` consumed epochs and, when ``max_hypervolume`` is
+    given, its share of it (what ``--runs-output`` writes and the README's strategy table is rendered from)."""
+    at_budget = runs.groupby(["method", "seed"], sort=False).apply(lambda curve: hypervolume_at(curve, total_budget))
+    frame = at_budget.rename("hypervolume").reset_index()
+    if max_hypervolume:
+        frame["share"] = frame["hypervolume"] / max_hypervolume
+    return frame
+
+
 def summarize(runs: pd.DataFrame, total_budget: float, max_hypervolume: float | None = None) -> pd.DataFrame:
     """Per method: hypervolume at ``total_budget`` (mean, standard deviation and standard error over seeds; as a
     share of ``max_hypervolume`` when given), its difference from random search paired by seed (mean and standard
     error), and the budget to reach random search's mean hypervolume."""
     per_run = runs.groupby(["method", "seed"], sort=False)
-    at_budget = per_run.apply(lambda curve: hypervolume_at(curve, total_budget))
+    at_budget = run_volumes(runs, total_budget).set_index(["method", "seed"])["hypervolume"]
     random = at_budget.xs("random", level="method") if "random" in at_budget.index.get_level_values(0) else None
     goal = None if random is None else random.mean()
     rows = []
@@ -648,6 +658,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--final-seeds", type=int, default=FINAL.seeds, help="the final stage's seeds per candidate")
     parser.add_argument("--output", type=Path, help="CSV of every trial of every run")
     parser.add_argument("--quality-output", type=Path, help="CSV of every run's answer quality (noisy tables)")
+    parser.add_argument("--runs-output", type=Path, help="CSV of every run's hypervolume (and share) at the budget")
     parser.add_argument("--work-dir", type=Path, help="keep the searches here (default: a temporary directory)")
     parser.add_argument("--figure", type=Path, help="PNG of hypervolume against consumed epochs, a panel per problem")
     args = parser.parse_args(argv)
@@ -665,7 +676,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     torch.set_num_threads(1)
 
     problems = [factory() for name, factory in PROBLEMS.items() if {name, "all"} & set(args.problem)]
-    all_runs, all_quality, figure_runs, figure_budgets = [], [], [], []
+    all_runs, all_quality, all_volumes, figure_runs, figure_budgets = [], [], [], [], []
     with tempfile.TemporaryDirectory(prefix="search_efficiency_") as scratch:
         work_dir = args.work_dir or Path(scratch)
         for problem in problems:
@@ -679,7 +690,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                     work_dir=work_dir if len(budgets) == 1 else work_dir / f"budget{total_budget:g}",
                     final=final,
                 )
-                summary = summarize(runs[runs["stage"] == "search"], total_budget, problem.max_hypervolume)
+                searched = runs[runs["stage"] == "search"]
+                summary = summarize(searched, total_budget, problem.max_hypervolume)
+                volumes = run_volumes(searched, total_budget, problem.max_hypervolume)
+                all_volumes.append(volumes.assign(problem=problem.name, budget=total_budget))
                 print(format_table(summary, problem, total_budget), flush=True)
                 if problem.truth is not None:
                     quality_runs = answer_quality(runs, problem).assign(problem=problem.name, budget=total_budget)
@@ -691,6 +705,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             figure_budgets.append(budgets[-1])
     if args.output is not None:
         write_text_atomic(args.output, pd.concat(all_runs, ignore_index=True).to_csv(index=False))
+    if args.runs_output is not None:
+        write_text_atomic(args.runs_output, pd.concat(all_volumes, ignore_index=True).to_csv(index=False))
     if args.quality_output is not None and all_quality:
         write_text_atomic(args.quality_output, pd.concat(all_quality, ignore_index=True).to_csv(index=False))
     if args.figure is not None:

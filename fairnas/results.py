@@ -8,14 +8,14 @@ fairnas.results check`` exits 1 naming every block that differs from its data (`
 the repository, so the README and the data cannot drift apart).
 
 ``python -m fairnas.results collect-study <study folder> results/<name> --command "..."`` copies a finished study's
-tables into a results folder and writes its manifest.
+tables into a results folder and writes its manifest; ``python -m fairnas.results manifest results/<name> --command
+"..."`` writes the manifest of a folder a benchmark wrote into (e.g. ``bench/search_efficiency.py --runs-output``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import re
@@ -24,11 +24,11 @@ import subprocess
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from fairnas.io import write_json_atomic, write_text_atomic
-from fairnas.study.claims import PRIMARY
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 MANIFEST = "manifest.json"
@@ -57,56 +57,85 @@ def collect_study(
     if not (study_dir / "claims.csv").is_file() or not report.is_file():
         raise FileNotFoundError(f"study: '{study_dir}' holds no finished study (claims.csv and report.md)")
     target.mkdir(parents=True, exist_ok=True)
-    kept = []
     for name in STUDY_TABLES:
         if (study_dir / f"{name}.csv").is_file():
             shutil.copyfile(study_dir / f"{name}.csv", target / f"{name}.csv")
-            kept.append(f"{name}.csv")
     for name in STUDY_SEARCH_TABLES:
         if (study_dir / "search" / f"{name}.csv").is_file():
             shutil.copyfile(study_dir / "search" / f"{name}.csv", target / f"search_{name}.csv")
-            kept.append(f"search_{name}.csv")
     stages = re.search(r"\*\*stages \(minutes\)\*\*: (.*)", report.read_text())
-    manifest = {
-        "command": command,
-        "commit": commit or _git("rev-parse", "--short", "HEAD"),
-        "collected": datetime.now(UTC).strftime("%Y-%m-%d"),
-        "finished": datetime.fromtimestamp(report.stat().st_mtime, UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{_cpu_count()} CPU cores ({platform.machine()}), Python {platform.python_version()}",
-        "stage_minutes": dict(_stage_minutes(stages.group(1))) if stages else {},
-        "files": kept,
+    return write_manifest(
+        target,
+        commands=[command],
+        commit=commit,
+        stage_minutes=dict(_stage_minutes(stages.group(1))) if stages else {},
         **(_time_log(time_log) if time_log is not None else {}),
-    }
-    write_json_atomic(target / MANIFEST, manifest)
-    return manifest
+    )
 
 
-def claims_table(folder: Path) -> str:
-    """The README's claims table: the primary claims of a study's ``claims.csv``, each with its effect, 95 %
-    interval, Holm-adjusted p and verdict, and a line for the exploratory ones."""
-    claims = pd.read_csv(folder / "claims.csv")
+STRATEGIES = {
+    "smac": "SMAC (default)",
+    "smac_scratch": "SMAC, promoted configurations from scratch (the paper)",
+    "random": "random search",
+    "moasha": "MO-ASHA",
+    "nsga2": "NSGA-II",
+}
+"""The strategy table's rows: method names of ``bench/search_efficiency.py`` and how the README calls them."""
+
+
+def strategy_table(folder: Path) -> str:
+    """The README's strategy table: per strategy, the analytic problem's share of the maximum hypervolume and the
+    noisy table's true share of its answers, without and with the final stage (mean ± s.e. over seeds)."""
+    analytic = pd.read_csv(folder / "analytic_runs.csv")
+    quality = pd.read_csv(folder / "table_quality.csv")
     manifest = read_manifest(folder)
-    primary = claims[claims["family"] == PRIMARY]
+
+    def cell(frame: pd.DataFrame, method: str, column: str) -> str:
+        values = frame.loc[frame["method"] == method, column]
+        return "" if values.empty else f"{values.mean():.3f} ± {values.sem():.3f}"
+
+    seeds = (analytic["seed"].nunique(), quality["seed"].nunique())
     rows = [
-        "| claim (primary; test split, paired by seed) | n | effect [95 % interval] | Holm-adjusted p | verdict |",
-        "| --- | --- | --- | --- | --- |",
+        f"| strategy | analytic ZDT1: share of max. hypervolume ({seeds[0]} seeds) | embedded faces, noisy table: "
+        f"true share of the answer ({seeds[1]} seeds) | the same with the final stage (3 x 2) |",
+        "| --- | --- | --- | --- |",
     ]
-    for row in primary.to_dict("records"):
-        rows.append(f"| {row['claim']} | {row['n']} | {_effect(row)} | {_p(row['p_holm'])} | **{row['verdict']}** |")
-    exploratory = claims[claims["family"] != PRIMARY]
-    verdicts = ", ".join(f"{count} {verdict}" for verdict, count in exploratory["verdict"].value_counts().items())
+    for method, label in STRATEGIES.items():
+        cells = [cell(analytic, method, "share"), cell(quality, method, "true_share")]
+        rows.append(f"| {label} | {' | '.join(cells)} | {cell(quality, f'{method}+final', 'true_share')} |")
+    commands = "; ".join(f"`{command}`" for command in manifest["commands"])
     return "\n".join(
         [
             *rows,
             "",
-            f"Exploratory claims (validation split, mitigations on the searched model, AdvERM; unadjusted p): "
-            f"{len(exploratory)}, {verdicts or 'none'}. {_provenance(folder, manifest)}",
+            f"Data: `{_relative(folder)}/` ({', '.join(manifest['files'])}), from {commands} at commit "
+            f"{manifest['commit']} ({manifest['finished']}; {manifest['machine']}).",
         ]
     )
 
 
-TABLES: dict[str, tuple[str, Callable[[Path], str]]] = {"claims": ("results/showcase", claims_table)}
+TABLES: dict[str, tuple[str, Callable[[Path], str]]] = {"strategies": ("results/search_efficiency", strategy_table)}
 """README block name -> (its results folder, relative to the repository; the function that renders it)."""
+
+
+def write_manifest(folder: Path, *, commands: Sequence[str], commit: str | None = None, **facts: Any) -> dict:
+    """``folder/manifest.json``: the commands that made the folder's files, the commit (default: HEAD), the date, the
+    machine, the files and any further ``facts`` (e.g. wall time)."""
+    files = sorted(path.name for path in folder.iterdir() if path.suffix == ".csv")
+    manifest = {
+        "commands": list(commands),
+        "commit": commit or _git("rev-parse", "--short", "HEAD"),
+        "finished": max(datetime.fromtimestamp((folder / name).stat().st_mtime, UTC) for name in files).strftime(
+            "%Y-%m-%d %H:%M UTC"
+        )
+        if files
+        else datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{_cpu_count()} CPU cores ({platform.machine()}), Python {platform.python_version()}",
+        "files": files,
+        **facts,
+    }
+    write_json_atomic(folder / MANIFEST, manifest)
+    return manifest
 
 
 def render(text: str, root: Path = REPOSITORY) -> str:
@@ -137,24 +166,8 @@ def _block(name: str) -> re.Pattern[str]:
     return re.compile(rf"<!-- results:{name} -->\n.*?\n?<!-- /results:{name} -->", flags=re.S)
 
 
-def _effect(row: dict) -> str:
-    metric = row["metric"].split("/", 1)[1].replace("_", " ")
-    if math.isnan(row["ci_low"]):
-        return f"{metric} {row['effect']:+.3g}"
-    return f"{metric} {row['effect']:+.3g} [{row['ci_low']:+.3g}, {row['ci_high']:+.3g}]"
-
-
-def _p(value: float) -> str:
-    return "–" if math.isnan(value) else f"{value:.2g}"
-
-
-def _provenance(folder: Path, manifest: dict) -> str:
-    relative = folder.relative_to(REPOSITORY) if folder.is_relative_to(REPOSITORY) else folder
-    wall = f", {manifest['wall_minutes']:.0f} min wall" if "wall_minutes" in manifest else ""
-    return (
-        f"Data: `{relative}/claims.csv`, from `{manifest['command']}` at commit {manifest['commit']} "
-        f"({manifest['finished']}; {manifest['machine']}{wall})."
-    )
+def _relative(folder: Path) -> Path:
+    return folder.relative_to(REPOSITORY) if folder.is_relative_to(REPOSITORY) else folder
 
 
 def _stage_minutes(text: str) -> list[tuple[str, float]]:
@@ -196,6 +209,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     collect.add_argument("--command", required=True, help="the command that ran the study, as a user would type it")
     collect.add_argument("--commit", help="the commit the study ran at (default: HEAD)")
     collect.add_argument("--time-log", type=Path, help="a file holding /usr/bin/time -v's output for the study")
+    describe = commands.add_parser("manifest", help="write a results folder's manifest.json")
+    describe.add_argument("folder", type=Path)
+    describe.add_argument("--command", action="append", required=True, help="a command that made the files (repeat)")
+    describe.add_argument("--commit", help="the commit they ran at (default: HEAD)")
     args = parser.parse_args(argv)
     readme = REPOSITORY / "README.md"
     if args.action == "collect-study":
@@ -203,6 +220,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             args.study_dir, args.target, command=args.command, commit=args.commit, time_log=args.time_log
         )
         print(json.dumps(manifest, indent=1))
+    elif args.action == "manifest":
+        print(json.dumps(write_manifest(args.folder, commands=args.command, commit=args.commit), indent=1))
     elif args.action == "render":
         write_text_atomic(readme, render(readme.read_text()))
     else:

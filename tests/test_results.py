@@ -21,42 +21,43 @@ def test_the_readme_tables_are_rendered_from_the_committed_data():
     assert results.drifted(readme) == [], "run: python -m fairnas.results render"
     for folder, _ in results.TABLES.values():
         manifest = results.read_manifest(REPO / folder)
-        assert {"command", "commit", "finished", "machine"} <= set(manifest)
-        assert all((REPO / folder / name).is_file() for name in manifest["files"])
+        assert {"commands", "commit", "finished", "machine", "files"} <= set(manifest)
+        assert manifest["files"] and all((REPO / folder / name).is_file() for name in manifest["files"])
+
+
+def test_the_strategy_table_is_the_mean_and_standard_error_of_the_runs(tmp_path, monkeypatch):
+    folder = tmp_path / "results" / "search_efficiency"
+    folder.mkdir(parents=True)
+    pd.DataFrame(
+        {"method": ["random", "random", "smac", "smac"], "seed": [0, 1, 0, 1], "share": [0.8, 0.9, 0.95, 0.97]}
+    ).to_csv(folder / "analytic_runs.csv", index=False)
+    pd.DataFrame(
+        {
+            "method": ["random", "random", "random+final", "random+final"],
+            "seed": [0, 1, 0, 1],
+            "true_share": [0.9, 1.0, 0.7, 0.8],
+        }
+    ).to_csv(folder / "table_quality.csv", index=False)
+    manifest = results.write_manifest(
+        folder, commands=["python bench/search_efficiency.py --problem analytic"], commit="abc1234"
+    )
+    assert manifest["files"] == ["analytic_runs.csv", "table_quality.csv"]
+    monkeypatch.setitem(results.TABLES, "strategies", ("results/search_efficiency", results.strategy_table))
+    readme = "intro\n<!-- results:strategies -->\nstale numbers\n<!-- /results:strategies -->\nafter\n"
+    assert results.drifted(readme, root=tmp_path) == ["strategies"]
+    rendered = results.render(readme, root=tmp_path)
+    assert results.drifted(rendered, root=tmp_path) == [] and rendered.endswith("-->\nafter\n")
+    assert "| random search | 0.850 ± 0.050 | 0.950 ± 0.050 | 0.750 ± 0.050 |" in rendered
+    assert "| SMAC (default) | 0.960 ± 0.010 |  |  |" in rendered  # no table runs: empty cells, not made-up ones
+    assert "commit abc1234" in rendered and "stale" not in rendered
 
 
 def write_study(folder: Path) -> None:
     """A finished study's folder as study.py leaves it: claims.csv, a stage table, report.md, the search's tables."""
-    rows = [
-        {
-            "id": "final/dominates/default/test",
-            "stage": "final",
-            "claim": "the searched model dominates default DPN (test)",
-            "family": "primary",
-            "verdict": "holds",
-            "n": 7,
-            "metric": "test/error",
-            "effect": -0.05,
-            "ci_low": -0.08,
-            "ci_high": -0.02,
-            "p_holm": 0.004,
-        },
-        {
-            "id": "robustness/adverm/default/val",
-            "stage": "robustness",
-            "claim": "AdvERM lowers the val robustness bias of default DPN",
-            "family": "exploratory",
-            "verdict": "does not hold",
-            "n": 5,
-            "metric": "val/robustness_bias",
-            "effect": 0.001,
-            "ci_low": -0.01,
-            "ci_high": 0.012,
-            "p_holm": float("nan"),
-        },
-    ]
     (folder / "search").mkdir(parents=True)
-    pd.DataFrame(rows).reindex(columns=verdicts.COLUMNS).to_csv(folder / "claims.csv", index=False)
+    pd.DataFrame({"id": ["final/dominates/default/test"], "verdict": ["holds"]}).reindex(
+        columns=verdicts.COLUMNS
+    ).to_csv(folder / "claims.csv", index=False)
     pd.DataFrame({"model": ["default DPN"], "val/error_mean": [0.5]}).to_csv(folder / "final.csv", index=False)
     pd.DataFrame({"seed": [0, 0]}).to_csv(folder / "search" / "trials.csv", index=False)
     (folder / "report.md").write_text("# study\n\n- **stages (minutes)**: noise 5.2, final 20.5\n")
@@ -65,7 +66,7 @@ def write_study(folder: Path) -> None:
     )
 
 
-def test_a_finished_study_is_collected_with_its_manifest_and_rendered(tmp_path, monkeypatch):
+def test_a_finished_study_is_collected_with_its_manifest(tmp_path):
     write_study(tmp_path / "study")
     target = tmp_path / "results" / "showcase"
     manifest = results.collect_study(
@@ -75,28 +76,18 @@ def test_a_finished_study_is_collected_with_its_manifest_and_rendered(tmp_path, 
         commit="abc1234",
         time_log=tmp_path / "study.log",
     )
-    assert json.loads((target / "manifest.json").read_text()) == manifest
+    assert json.loads((target / "manifest.json").read_text()) == manifest == results.read_manifest(target)
+    assert manifest["commands"] == ["python study.py experiment=showcase"] and manifest["commit"] == "abc1234"
     assert manifest["stage_minutes"] == {"noise": 5.2, "final": 20.5}
     assert manifest["wall_minutes"] == 112.5 and manifest["peak_memory_gb"] == 4.5
-    assert set(manifest["files"]) == {"claims.csv", "final.csv", "search_trials.csv"}
+    assert manifest["files"] == ["claims.csv", "final.csv", "search_trials.csv"]
     assert all((target / name).is_file() for name in manifest["files"])
-
-    monkeypatch.setitem(results.TABLES, "claims", ("results/showcase", results.claims_table))
-    readme = "intro\n<!-- results:claims -->\nstale numbers\n<!-- /results:claims -->\nafter\n"
-    assert results.drifted(readme, root=tmp_path) == ["claims"]
-    rendered = results.render(readme, root=tmp_path)
-    assert results.drifted(rendered, root=tmp_path) == [] and rendered.endswith("-->\nafter\n")
-    table = rendered.split("<!-- results:claims -->\n", 1)[1].split("\n<!-- /results:claims -->")[0]
-    assert (
-        "| the searched model dominates default DPN (test) | 7 | error -0.05 [-0.08, -0.02] | 0.004 | **holds** |"
-        in table
-    )
-    assert "AdvERM" not in table.split("\n\n")[0]  # exploratory claims are counted below the table, not listed
-    assert "1 does not hold" in table and "commit abc1234" in table and "112 min wall" in table
 
 
 def test_a_readme_without_the_block_or_a_folder_without_a_study_is_named(tmp_path):
-    with pytest.raises(ValueError, match="no block <!-- results:claims -->"):
+    with pytest.raises(ValueError, match="no block <!-- results:strategies -->"):
         results.render("no markers here\n")
     with pytest.raises(FileNotFoundError, match="holds no finished study"):
         results.collect_study(tmp_path, tmp_path / "out", command="python study.py")
+    with pytest.raises(FileNotFoundError, match="has no manifest.json"):
+        results.read_manifest(tmp_path)
