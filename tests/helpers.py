@@ -1,5 +1,6 @@
 """Small modules the tests plug into the real training code, and the headless browser the page tests use."""
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -105,3 +106,17 @@ def screenshot(url: str, folder: Path) -> np.ndarray:
     shot = folder / "shot.png"
     chromium(folder, f"--screenshot={shot}", url)
     return np.asarray(Image.open(shot).convert("RGB")).astype(int)
+
+
+def page_overflows(page, folder, extra: str = "") -> tuple[bool, str]:
+    """Whether Chromium needs a horizontal scroll bar for ``page`` (plus ``extra`` HTML), and the DOM it built. The
+    measuring script goes into a copy: the report itself has none."""
+    probe = folder / "probe.html"
+    script = (
+        "<script>document.body.dataset.overflow = String("
+        "document.documentElement.scrollWidth > document.documentElement.clientWidth);</script>"
+    )
+    probe.write_text(page.read_text().replace("</body>", f"{extra}{script}</body>"))
+    dom = chromium(folder, "--dump-dom", probe.as_uri()).stdout.decode()
+    assert re.search(r'data-overflow="(true|false)"', dom), "the probe did not run"
+    return 'data-overflow="true"' in dom, dom

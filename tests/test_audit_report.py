@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
 from fairnas.html_report import MAX_TABLE_ROWS, Section, write_report
-from tests.helpers import chromium, needs_chromium, screenshot
+from tests.helpers import needs_chromium, page_overflows, screenshot
 
 BAR_BLUE = np.array([0x1F, 0x77, 0xB4])  # matplotlib's first colour (C0)
 
@@ -81,25 +79,11 @@ def _wide_page(folder):
     return write_report(folder / "report.html", title="wide", header=header, sections=[section], config_yaml="a: 1\n")
 
 
-def _overflows(page, folder, extra: str = "") -> tuple[bool, str]:
-    """Whether Chromium needs a horizontal scroll bar for ``page`` (plus ``extra`` HTML), and the DOM it built. The
-    measuring script goes into a copy: the report itself has none."""
-    probe = folder / "probe.html"
-    script = (
-        "<script>document.body.dataset.overflow = String("
-        "document.documentElement.scrollWidth > document.documentElement.clientWidth);</script>"
-    )
-    probe.write_text(page.read_text().replace("</body>", f"{extra}{script}</body>"))
-    dom = chromium(folder, "--dump-dom", probe.as_uri()).stdout.decode()
-    assert re.search(r'data-overflow="(true|false)"', dom), "the probe did not run"
-    return 'data-overflow="true"' in dom, dom
-
-
 @needs_chromium
 def test_wide_tables_and_long_findings_fit_the_page_in_headless_chromium(tmp_path):
     page = _wide_page(tmp_path)
     assert "<script" not in page.read_text()
-    overflows, dom = _overflows(page, tmp_path)
+    overflows, dom = page_overflows(page, tmp_path)
     assert not overflows
     assert dom.count("<strong>holds</strong>") == 2 and "**" not in dom
 
@@ -107,4 +91,4 @@ def test_wide_tables_and_long_findings_fit_the_page_in_headless_chromium(tmp_pat
 @needs_chromium
 def test_the_overflow_probe_sees_a_page_wider_than_the_window(tmp_path):
     """Control for the test above: the probe reports an overflow when the page has one."""
-    assert _overflows(_wide_page(tmp_path), tmp_path, "<div style='width: 3000px'>wide</div>")[0]
+    assert page_overflows(_wide_page(tmp_path), tmp_path, "<div style='width: 3000px'>wide</div>")[0]

@@ -20,7 +20,7 @@ from scipy import stats
 from fairnas.config import compose_config
 from fairnas.study import claims
 from fairnas.tasks import study_runs
-from tests.helpers import chromium, needs_chromium
+from tests.helpers import chromium, needs_chromium, page_overflows
 from tests.layouts import write_celeba
 
 REPO = Path(__file__).resolve().parents[1]
@@ -132,6 +132,7 @@ def test_the_report_page_renders_every_figure_and_every_claim_with_a_verdict(smo
     claim_lines = [f for f in findings if " lowers " in f or " dominates " in f]
     assert claim_lines and all(re.search(r"<strong>(too few seeds|not applicable)</strong>", f) for f in claim_lines)
     assert "**" not in dom  # Markdown rendered, not shown
+    assert not page_overflows(out / "report.html", tmp_path)[0]  # every table fits the page (or scrolls inside)
     assert re.search(r"<img alt=.claims_forest.", dom).start() == dom.index("<img")  # the forest plot comes first
     shot = tmp_path / "shot.png"
     chromium(tmp_path, f"--screenshot={shot}", (out / "report.html").as_uri())

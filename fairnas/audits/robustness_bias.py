@@ -49,7 +49,7 @@ def audit(model, data: AuditData, config: DictConfig) -> AuditResult:
     estimators = _estimators(config)
     dataset = data.dataset
     probes = build_probe_set(
-        model,
+        model.embedding_model(),
         dataset,
         split=data.split,
         gallery_images=config.gallery_images,

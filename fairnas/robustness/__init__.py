@@ -12,13 +12,14 @@ from fairnas.robustness.classifier import IdentityClassifier
 from fairnas.robustness.estimators import DistanceEstimator
 from fairnas.robustness.evaluation import RobustnessBiasEvaluation, measure_distances
 from fairnas.robustness.linearized import LinearizedDistance, linearized_boundary_distance
-from fairnas.robustness.probes import ProbeSet, build_probe_set, split_enrolment
+from fairnas.robustness.probes import EmbeddingModel, ProbeSet, build_probe_set, split_enrolment
 from fairnas.robustness.smoothing import RandomizedSmoothing, clopper_pearson_lower_bound
 
 __all__ = [
     "CarliniWagnerL2",
     "DeepFool",
     "DistanceEstimator",
+    "EmbeddingModel",
     "IdentityClassifier",
     "LinearizedDistance",
     "ProbeSet",

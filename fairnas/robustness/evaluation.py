@@ -75,7 +75,7 @@ class RobustnessBiasEvaluation(pl.Callback):
         dataset = trainer.datamodule.dataset(stage)
         with torch.inference_mode(False), torch.enable_grad():  # attacks need input gradients
             probes = build_probe_set(
-                module,
+                module.embedding_model(),
                 dataset,
                 split=stage,
                 gallery_images=self.gallery_images,

@@ -6,13 +6,15 @@
   probes of the gallery classifier over all templates. A probe never contributes to its own template, and an
   identity with a single image is an impostor template only (as in the rank metric, probes need a second image).
 
-Probes outside the configured group order are dropped; ``max_probes`` keeps a seeded random subset.
+Probes outside the configured group order are dropped; ``max_probes`` keeps a seeded random subset. A probe set
+needs of the trained model only its :class:`EmbeddingModel`: an embedding function and the margin head's class
+centres and scale, so robustness depends on no training code.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -22,8 +24,18 @@ from torch.utils.data import DataLoader, Subset
 from fairnas.data.dataset import FaceImageDataset
 from fairnas.robustness.classifier import IdentityClassifier, pixel_normalization
 
-if TYPE_CHECKING:
-    from fairnas.training.module import FaceRecognitionModule
+
+@dataclass(frozen=True)
+class EmbeddingModel:
+    """What robustness needs of a trained face model: ``embed`` maps normalised images [B, 3, H, W] on ``device`` to
+    L2-normalised embeddings (differentiable: attacks take input gradients through it; the caller puts the networks
+    behind it in evaluation mode), and the margin head's class ``centres`` [C, D] and cosine ``scale`` classify the
+    training identities."""
+
+    embed: Callable[[torch.Tensor], torch.Tensor]
+    centres: torch.Tensor
+    scale: float
+    device: torch.device
 
 
 @dataclass(frozen=True)
@@ -65,7 +77,7 @@ def split_enrolment(identities: np.ndarray, gallery_images: int) -> tuple[np.nda
 
 
 def build_probe_set(
-    module: FaceRecognitionModule,
+    model: EmbeddingModel,
     dataset: FaceImageDataset,
     *,
     split: str,
@@ -79,28 +91,28 @@ def build_probe_set(
     labels = dataset.labels.numpy()
     mean, std = pixel_normalization(dataset.transform)
     if split == "train":
-        centres, indices = module.head.weight, np.arange(len(dataset))
+        centres, indices = model.centres, np.arange(len(dataset))
     else:
         enrolment, indices = split_enrolment(labels, gallery_images)
-        centres = gallery_templates(module, dataset, enrolment, batch_size=batch_size)
+        centres = gallery_templates(model, dataset, enrolment, batch_size=batch_size)
     indices = indices[dataset.groups.numpy()[indices] >= 0]
     if max_probes is not None and len(indices) > max_probes:
         indices = np.sort(np.random.default_rng(seed).choice(indices, size=max_probes, replace=False))
-    classifier = IdentityClassifier(module.embed, centres, module.head.scale, mean, std).to(module.device).eval()
+    classifier = IdentityClassifier(model.embed, centres, model.scale, mean, std).to(model.device).eval()
     return ProbeSet(classifier, dataset, indices, labels[indices])
 
 
 @torch.no_grad()
 def gallery_templates(
-    module: FaceRecognitionModule, dataset: FaceImageDataset, enrolment: np.ndarray, *, batch_size: int
+    model: EmbeddingModel, dataset: FaceImageDataset, enrolment: np.ndarray, *, batch_size: int
 ) -> torch.Tensor:
     """[n_identities, D]: the mean normalised embedding of each identity's enrolment images."""
-    labels = dataset.labels[enrolment].to(module.device)
-    sums = torch.zeros(int(dataset.labels.max()) + 1, module.embedder.embedding_dim, device=module.device)
+    labels = dataset.labels[enrolment].to(model.device)
+    sums = torch.zeros(int(dataset.labels.max()) + 1, model.centres.shape[1], device=model.device)
     loader = DataLoader(Subset(dataset, enrolment.tolist()), batch_size=batch_size)
     start = 0
     for batch in loader:
-        embeddings = module.embed(batch["image"].to(module.device))
+        embeddings = model.embed(batch["image"].to(model.device))
         sums.index_add_(0, labels[start : start + len(embeddings)], embeddings)
         start += len(embeddings)
     return F.normalize(sums, dim=1)

@@ -11,7 +11,8 @@ Stages (``study.stages``; each sized in ``conf/study/``):
   error), the default model and the best hand-designed models re-trained with ``study.final.seeds`` fresh seeds
   (neither the search's nor its final stage's), shared by every model so that comparisons are paired;
 - ``mitigations``: Balanced, Flipped, Angular, SensitiveNets (Sec. 4.5.3, Table 4.6) on the default, the best searched
-  and the best hand-designed model; their baselines are the final comparison's runs;
+  and the best hand-designed model (``study.mitigations.models`` names the kinds); their baselines are the final
+  comparison's runs;
 - ``robustness``: AdvERM vs plain training of the default model (Sec. 2.9), robustness bias from DeepFool;
 - ``transfer``: the compared models on a second data set (``study.transfer.overrides``; Tables 4.5 / 4.8).
 

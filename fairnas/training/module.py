@@ -12,6 +12,7 @@ from torch import nn
 
 from fairnas.metrics import face_identification_metrics, group_names
 from fairnas.models.neck import normalized_embedding
+from fairnas.robustness.probes import EmbeddingModel
 from fairnas.training.distributed import gather_split
 
 EVAL_STAGES = ("val", "test")
@@ -91,6 +92,10 @@ class FaceRecognitionModule(pl.LightningModule):
     def embed(self, images: torch.Tensor) -> torch.Tensor:
         """L2-normalised evaluation embeddings (with flip test-time augmentation when ``tta_flip``)."""
         return normalized_embedding(self.embedder, images, self.tta_flip)
+
+    def embedding_model(self) -> EmbeddingModel:
+        """What robustness measurements need of this model: its evaluation embedding and the head's class centres."""
+        return EmbeddingModel(self.embed, self.head.weight, float(self.head.scale), self.device)
 
     def _eval_step(self, stage: str, batch: dict) -> None:
         self._outputs[stage].append(
