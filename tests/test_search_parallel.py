@@ -1,10 +1,15 @@
-"""n_workers=2 on a local Dask cluster: trials run in two non-daemonic worker processes."""
+"""n_workers=2 on a local Dask cluster: trials run in two non-daemonic worker processes; an existing scheduler: as
+many trials at once as its workers have threads, and a wrong address or a missing scheduler file named in one line
+before anything is written."""
 
 import functools
 import itertools
 import json
+import logging
 import multiprocessing
 import os
+import socket
+import threading
 import time
 
 import pandas as pd
@@ -12,12 +17,15 @@ import pytest
 
 from bench.analytic import NoisyMultiFidelityProblem
 from fairnas.search import SearchSettings, run_search
+from fairnas.search.parallel import open_pool
 
 ZDT1 = NoisyMultiFidelityProblem("zdt1", n_variables=3)
 
 
 def _settings(**overrides):
-    return SearchSettings(ZDT1.objectives, min_budget=1, max_budget=4, n_workers=2, final={"seeds": 0}, **overrides)
+    return SearchSettings(
+        ZDT1.objectives, min_budget=1, max_budget=4, final={"seeds": 0}, **{"n_workers": 2, **overrides}
+    )
 
 
 def _recording_target(config, seed, budget, *, log_dir):
@@ -70,6 +78,52 @@ def test_an_existing_dask_scheduler_runs_the_trials(tmp_path, external_scheduler
     settings = _settings(strategy="random", n_trials=4, **where)
     result = run_search(ZDT1, ZDT1.configspace(), settings, output_dir=tmp_path / "search")
     assert len(result.trials) == 4 and (result.trials["status"] == "success").all()
+
+
+def test_an_existing_scheduler_runs_as_many_trials_at_once_as_its_workers_have_threads(tmp_path, external_scheduler):
+    log_dir = tmp_path / "calls"
+    log_dir.mkdir()
+    with open_pool(1, dask_address=external_scheduler) as pool:
+        assert pool.capacity == 2  # the scheduler's two single-threaded workers, not n_workers
+    settings = _settings(strategy="random", n_trials=6, n_workers=1, dask_address=external_scheduler)
+    run_search(
+        functools.partial(_recording_target, log_dir=log_dir), ZDT1.configspace(), settings, output_dir=tmp_path / "s"
+    )
+    intervals = sorted(tuple(map(float, path.read_text().split(",")[1:])) for path in log_dir.iterdir())
+    assert len(intervals) == 6 and any(next_start < end for (_, end), (next_start, _) in itertools.pairwise(intervals))
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_an_unreachable_scheduler_stops_with_one_line_before_anything_is_written(tmp_path):
+    address = f"tcp://127.0.0.1:{_free_port()}"  # nothing listens there
+    settings = _settings(strategy="random", n_trials=2, dask_address=address, dask_timeout=3)
+    started = time.monotonic()
+    with pytest.raises(ValueError, match=rf"^dask_address={address}: no Dask scheduler answered within 3 s") as error:
+        run_search(ZDT1, ZDT1.configspace(), settings, output_dir=tmp_path / "search")
+    assert "\n" not in str(error.value) and time.monotonic() - started < 30
+    assert not (tmp_path / "search").exists()  # no search.json, no smac3/
+
+
+def test_a_scheduler_file_is_waited_for_with_a_message_then_named(tmp_path, external_scheduler, caplog):
+    missing = tmp_path / "never.json"
+    settings = _settings(strategy="random", n_trials=2, dask_scheduler_file=str(missing), dask_timeout=1)
+    with caplog.at_level(logging.WARNING), pytest.raises(ValueError, match="no scheduler wrote it within 1 s"):
+        run_search(ZDT1, ZDT1.configspace(), settings, output_dir=tmp_path / "search")
+    assert f"waiting up to 1 s for a Dask scheduler to write {missing}" in caplog.text
+    assert not (tmp_path / "search").exists()
+
+    late = tmp_path / "late.json"  # a scheduler that writes its file while the search waits
+    writer = threading.Timer(1.0, lambda: late.write_text(json.dumps({"address": external_scheduler})))
+    writer.start()
+    settings = _settings(strategy="random", n_trials=2, dask_scheduler_file=str(late), dask_timeout=30)
+    result = run_search(ZDT1, ZDT1.configspace(), settings, output_dir=tmp_path / "search")
+    writer.join()
+    assert len(result.trials) == 2 and (result.trials["status"] == "success").all()
 
 
 def _dies_for_large_x0(config, seed, budget):

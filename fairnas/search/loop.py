@@ -81,11 +81,6 @@ def run_search(
     configspace = search_space.configspace
     output_dir = Path(output_dir)
     space_invariants = {"configspace": configspace.to_serialized_dict(), "space_keys": dict(search_space.keys)}
-    _claim_output_dir(output_dir, settings.resume_invariant() | space_invariants | dict(invariants or {}))
-
-    store = TrialStore(output_dir / TRIALS_FILE, settings.objectives, list(search_space.keys))
-    if store.records:
-        log.info("resuming search in %s with %d finished trials", output_dir, len(store.records))
     with contextlib.ExitStack() as stack:
         pools: list[TrialPool] = []
 
@@ -97,11 +92,18 @@ def run_search(
                             settings.n_workers,
                             dask_address=settings.dask_address,
                             dask_scheduler_file=settings.dask_scheduler_file,
+                            timeout=settings.dask_timeout,
                         )
                     )
                 )
             return pools[0]
 
+        if settings.dask_address is not None or settings.dask_scheduler_file is not None:
+            pool()  # an existing scheduler is reached before anything is written: a wrong address stops here
+        _claim_output_dir(output_dir, settings.resume_invariant() | space_invariants | dict(invariants or {}))
+        store = TrialStore(output_dir / TRIALS_FILE, settings.objectives, list(search_space.keys))
+        if store.records:
+            log.info("resuming search in %s with %d finished trials", output_dir, len(store.records))
         if _within_limits(settings, len(store.records), sum(record.budget for record in store.records)):
             strategy = build_strategy(configspace, output_dir)
             _SearchLoop(target=target, strategy=strategy, pool=pool(), store=store, settings=settings).run()

@@ -4,14 +4,27 @@ Local Dask workers are started non-daemonic (``distributed.worker.daemon: False`
 start DataLoader worker processes. Workers of an external cluster need the same setting in their
 own Dask config (e.g. ``DASK_DISTRIBUTED__WORKER__DAEMON=False``). A trial whose worker process
 dies (e.g. killed for memory) comes back as an error and is recorded as crashed.
+
+An existing scheduler sets the concurrency itself: as many trials run at once as its workers have threads, counted
+again whenever a trial finishes (so worker jobs that start later are used from the next finished trial on), and at
+least ``n_workers`` (so a search told the number of worker jobs fills them from the start, while they still wait in
+the cluster's queue). A
+scheduler that does not answer within ``timeout`` seconds, or a scheduler file that no scheduler has written by
+then (its wait is logged), stops with one line naming the address or file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, Protocol
+
+log = logging.getLogger(__name__)
 
 
 class TrialPool(Protocol):
@@ -48,12 +61,13 @@ class InlinePool:
 
 
 class DaskPool:
-    """Runs up to ``capacity`` calls at once on a Dask cluster."""
+    """Runs up to ``capacity`` calls at once on a Dask cluster: ``workers`` of them on a cluster this process started,
+    else as many as the scheduler's workers have threads now, and at least ``at_least``."""
 
-    def __init__(self, client: Any, capacity: int):
+    def __init__(self, client: Any, workers: int | None = None, *, at_least: int = 1):
         from distributed import as_completed
 
-        self.capacity = capacity
+        self._workers, self._at_least = workers, at_least
         self._client = client
         self._tokens: dict[str, Any] = {}
         self._finished = as_completed()
@@ -77,6 +91,12 @@ class DaskPool:
         return len(self._tokens)
 
     @property
+    def capacity(self) -> int:
+        if self._workers is not None:
+            return self._workers
+        return max(self._at_least, sum(self._client.nthreads().values()))
+
+    @property
     def address(self) -> str:
         """The scheduler's address, for another pool on the same workers (a study's search)."""
         return self._client.scheduler.address
@@ -84,9 +104,14 @@ class DaskPool:
 
 @contextlib.contextmanager
 def open_pool(
-    n_workers: int, *, dask_address: str | None = None, dask_scheduler_file: str | None = None
+    n_workers: int,
+    *,
+    dask_address: str | None = None,
+    dask_scheduler_file: str | None = None,
+    timeout: float = 60.0,
 ) -> Iterator[TrialPool]:
-    """A pool for ``n_workers`` concurrent trials (in-process when 1 and no scheduler is given)."""
+    """A pool for ``n_workers`` concurrent trials (in-process when 1 and no scheduler is given), or for the workers
+    of an existing scheduler (``dask_address`` or ``dask_scheduler_file``: their threads, at least ``n_workers``)."""
     if dask_address is not None and dask_scheduler_file is not None:
         raise ValueError("give dask_address or dask_scheduler_file, not both")
     if dask_address is None and dask_scheduler_file is None and n_workers == 1:
@@ -97,8 +122,8 @@ def open_pool(
     from distributed import Client, LocalCluster
 
     if dask_address is not None or dask_scheduler_file is not None:
-        with Client(address=dask_address, scheduler_file=dask_scheduler_file) as client:
-            yield DaskPool(client, n_workers)
+        with connect(dask_address, dask_scheduler_file, timeout) as client:
+            yield DaskPool(client, at_least=n_workers)
         return
     with (
         # non-daemonic workers (also those the nanny restarts); a trial that kills its worker is
@@ -108,3 +133,40 @@ def open_pool(
         Client(cluster) as client,
     ):
         yield DaskPool(client, n_workers)
+
+
+def connect(address: str | None, scheduler_file: str | None, timeout: float) -> Any:
+    """A Dask client of the scheduler at ``address``, or of the one whose ``scheduler_file`` (as ``dask scheduler
+    --scheduler-file`` writes it) appears within ``timeout`` seconds; a one-line ValueError when none answers."""
+    from distributed import Client
+
+    where = f"dask_address={address}"
+    if scheduler_file is not None:
+        address = scheduler_address(Path(scheduler_file), timeout)
+        where = f"dask_scheduler_file={scheduler_file} (address {address})"
+    try:
+        return Client(address=address, timeout=timeout)
+    except (OSError, TimeoutError) as error:
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ValueError(
+            f"{where}: no Dask scheduler answered within {timeout:g} s ({reason}); start one there "
+            "(dask scheduler --host ...) or give the address it printed"
+        ) from None
+
+
+def scheduler_address(path: Path, timeout: float) -> str:
+    """The address in a scheduler file, waiting up to ``timeout`` seconds for a scheduler to write it."""
+    deadline = time.monotonic() + timeout
+    if not path.is_file():
+        log.warning("waiting up to %g s for a Dask scheduler to write %s", timeout, path)
+    while not path.is_file():
+        if time.monotonic() > deadline:
+            raise ValueError(
+                f"dask_scheduler_file={path}: no scheduler wrote it within {timeout:g} s; start "
+                f"`dask scheduler --scheduler-file {path}` first, or wait longer (dask_timeout)"
+            )
+        time.sleep(min(1.0, timeout / 10))
+    try:
+        return str(json.loads(path.read_text())["address"])
+    except (ValueError, KeyError, TypeError):
+        raise ValueError(f"dask_scheduler_file={path}: not a Dask scheduler file (JSON with an address)") from None

@@ -145,6 +145,7 @@ class SearchSettings:
     n_workers: int = 1
     dask_address: str | None = None
     dask_scheduler_file: str | None = None
+    dask_timeout: float = 60.0
     initial_design_size: int | None = None
     population_size: int = 20
     n_seeds: int = 1
@@ -205,6 +206,7 @@ class SearchSettings:
             "crash_cost": _number_or_numbers("crash_cost", self.crash_cost),
             "reference_point": _optional(_numbers, "reference_point", self.reference_point),
             "n_workers": _integer("n_workers", self.n_workers, minimum=1),
+            "dask_timeout": _number("dask_timeout", self.dask_timeout),
             "initial_design_size": _optional(_integer, "initial_design_size", self.initial_design_size, minimum=0),
             "population_size": _integer("population_size", self.population_size, minimum=2),
             "n_seeds": _integer("n_seeds", self.n_seeds, minimum=1),
@@ -242,6 +244,8 @@ class SearchSettings:
             )
         if self.dask_address is not None and self.dask_scheduler_file is not None:
             raise ValueError("give search.dask_address or search.dask_scheduler_file, not both")
+        if self.dask_timeout <= 0:
+            raise ValueError(f"search.dask_timeout must be > 0 seconds, got {self.dask_timeout}")
         if self.rho < 0:
             raise ValueError(f"search.rho must be >= 0, got {self.rho}")
         self._validate_per_objective()
