@@ -93,6 +93,8 @@ def run_search(
                             dask_address=settings.dask_address,
                             dask_scheduler_file=settings.dask_scheduler_file,
                             timeout=settings.dask_timeout,
+                            tls=settings.dask_tls,
+                            insecure=settings.dask_insecure,
                         )
                     )
                 )

@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from fairnas.search.security import check_address, tls_security
+
 log = logging.getLogger(__name__)
 
 
@@ -109,6 +111,8 @@ def open_pool(
     dask_address: str | None = None,
     dask_scheduler_file: str | None = None,
     timeout: float = 60.0,
+    tls: str | None = None,
+    insecure: bool = False,
 ) -> Iterator[TrialPool]:
     """A pool for ``n_workers`` concurrent trials (in-process when 1 and no scheduler is given), or for the workers
     of an existing scheduler (``dask_address`` or ``dask_scheduler_file``: their threads, at least ``n_workers``)."""
@@ -122,7 +126,7 @@ def open_pool(
     from distributed import Client, LocalCluster
 
     if dask_address is not None or dask_scheduler_file is not None:
-        with connect(dask_address, dask_scheduler_file, timeout) as client:
+        with connect(dask_address, dask_scheduler_file, timeout, tls=tls, insecure=insecure) as client:
             yield DaskPool(client, at_least=n_workers)
         return
     with (
@@ -135,17 +139,24 @@ def open_pool(
         yield DaskPool(client, n_workers)
 
 
-def connect(address: str | None, scheduler_file: str | None, timeout: float) -> Any:
+def connect(
+    address: str | None, scheduler_file: str | None, timeout: float, *, tls: str | None = None, insecure: bool = False
+) -> Any:
     """A Dask client of the scheduler at ``address``, or of the one whose ``scheduler_file`` (as ``dask scheduler
-    --scheduler-file`` writes it) appears within ``timeout`` seconds; a one-line ValueError when none answers."""
+    --scheduler-file`` writes it) appears within ``timeout`` seconds, with the TLS credentials of the folder ``tls``
+    (:mod:`fairnas.search.security`; a plain ``tcp://`` address off this machine needs ``insecure``); a one-line
+    ValueError when none answers."""
     from distributed import Client
 
+    security = tls_security(tls) if tls is not None else None
     where = f"dask_address={address}"
     if scheduler_file is not None:
         address = scheduler_address(Path(scheduler_file), timeout)
         where = f"dask_scheduler_file={scheduler_file} (address {address})"
+    assert address is not None
+    check_address(address, insecure=insecure, key=where.split(" ", 1)[0])
     try:
-        return Client(address=address, timeout=timeout)
+        return Client(address=address, timeout=timeout, security=security)
     except (OSError, TimeoutError) as error:
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise ValueError(

@@ -146,6 +146,8 @@ class SearchSettings:
     dask_address: str | None = None
     dask_scheduler_file: str | None = None
     dask_timeout: float = 60.0
+    dask_tls: str | None = None
+    dask_insecure: bool = False
     initial_design_size: int | None = None
     population_size: int = 20
     n_seeds: int = 1
@@ -246,6 +248,10 @@ class SearchSettings:
             raise ValueError("give search.dask_address or search.dask_scheduler_file, not both")
         if self.dask_timeout <= 0:
             raise ValueError(f"search.dask_timeout must be > 0 seconds, got {self.dask_timeout}")
+        if not isinstance(self.dask_insecure, bool):
+            raise ValueError(f"search.dask_insecure must be true or false, got {self.dask_insecure!r}")
+        if self.dask_tls is not None and not isinstance(self.dask_tls, str):
+            raise ValueError(f"search.dask_tls must be a folder path or null, got {self.dask_tls!r}")
         if self.rho < 0:
             raise ValueError(f"search.rho must be >= 0, got {self.rho}")
         self._validate_per_objective()

@@ -141,6 +141,8 @@ class Study:
                         settings.n_workers,
                         dask_address=settings.dask_address,
                         dask_scheduler_file=settings.dask_scheduler_file,
+                        tls=settings.dask_tls,
+                        insecure=settings.dask_insecure,
                     )
                 )
             )
@@ -231,6 +233,7 @@ class Study:
             cfg.search.n_workers = pool.capacity
             cfg.search.dask_address = pool.address if isinstance(pool, DaskPool) else None
             cfg.search.dask_scheduler_file = None
+            cfg.search.dask_tls, cfg.search.dask_insecure = self.settings.dask_tls, self.settings.dask_insecure
         result = run_face_search(cfg)
         self.search_result = result
         answer = result.final.front if result.final is not None else result.pareto_front
