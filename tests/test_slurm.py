@@ -1,8 +1,8 @@
-"""Searches on a real one-node SLURM cluster (tests/slurm_cluster.py): docs/scale.md's commands (a Dask scheduler
-with a scheduler file, an ``sbatch`` array of Dask workers, ``search.py`` pointed at the file), dask-jobqueue's
-``SLURMCluster``, a worker job cancelled mid-trial, and the search driver SIGKILLed and restarted while the workers
-run on. Every trial is a one-epoch run on the tiny faces, held at a gate (tests/gate.py) where a test needs it
-mid-run. Skipped, with the reason, where SLURM is not installed or cannot start."""
+"""Searches on a real one-node SLURM cluster (tests/slurm_cluster.py): docs/scale.md's commands over TLS (a Dask
+scheduler with a scheduler file, an ``sbatch`` array of Dask workers, ``search.py`` pointed at the file),
+dask-jobqueue's ``SLURMCluster``, a worker job cancelled mid-trial, and the search driver SIGKILLed and restarted
+while the workers run on. Every trial is a one-epoch run on the tiny faces, held at a gate (tests/gate.py) where a
+test needs it mid-run. Skipped, with the reason, where SLURM is not installed or cannot start."""
 
 from __future__ import annotations
 
@@ -28,9 +28,16 @@ pytestmark = pytest.mark.slurm
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # the venv's `dask` command
 WORKER = (  # docs/scale.md's worker job, every address on 127.0.0.1
-    "DASK_DISTRIBUTED__WORKER__DAEMON=False dask worker --scheduler-file {file} --nthreads 1 --nworkers 1 "
+    "DASK_DISTRIBUTED__WORKER__DAEMON=False dask worker --scheduler-file {file} {tls}--nthreads 1 --nworkers 1 "
     "--host 127.0.0.1 --no-dashboard"
 )
+
+
+def tls_flags(folder: Path | None) -> list[str]:
+    """docs/scale.md's ``$TLS``: the credentials the scheduler and each worker present (none: plain TCP)."""
+    if folder is None:
+        return []
+    return ["--tls-ca-file", f"{folder}/ca.pem", "--tls-cert", f"{folder}/cert.pem", "--tls-key", f"{folder}/key.pem"]
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +61,9 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def dask_scheduler(folder: Path) -> Iterator[Path]:
-    """``dask scheduler --scheduler-file`` on 127.0.0.1 (as docs/scale.md starts it); yields the file."""
+def dask_scheduler(folder: Path, tls: Path | None = None) -> Iterator[Path]:
+    """``dask scheduler --scheduler-file`` on 127.0.0.1 (as docs/scale.md starts it; with ``tls``, over TLS with the
+    credentials in that folder); yields the file."""
     file = folder / "scheduler.json"
     with open(folder / "scheduler.log", "wb") as log:
         scheduler = subprocess.Popen(
@@ -69,6 +77,7 @@ def dask_scheduler(folder: Path) -> Iterator[Path]:
                 "--port",
                 "0",
                 "--no-dashboard",
+                *(["--protocol", "tls", *tls_flags(tls)] if tls is not None else []),
             ],
             env=_env(),
             stdout=log,
@@ -89,23 +98,23 @@ def dask_scheduler(folder: Path) -> Iterator[Path]:
             scheduler.wait()
 
 
-def submit_workers(slurm: SlurmCluster, folder: Path, file: Path, n: int = 2) -> str:
-    """docs/scale.md's ``sbatch --array=1-n ... dask worker --scheduler-file``; the array's job id."""
+def submit_workers(slurm: SlurmCluster, folder: Path, file: Path, n: int = 2, tls: Path | None = None) -> str:
+    """docs/scale.md's ``sbatch --array=1-n ... dask worker --scheduler-file [$TLS]``; the array's job id."""
     return slurm.sbatch(
         f"--array=1-{n}",
         "--cpus-per-task=1",
         f"--chdir={folder}",
         f"--output={folder}/worker-%A_%a.out",
         "--wrap",
-        WORKER.format(file=file),
+        WORKER.format(file=file, tls="".join(f"{flag} " for flag in tls_flags(tls))),
         env=_env(),
     )
 
 
-def wait_for_workers(n: int, **where: str) -> None:
+def wait_for_workers(n: int, security=None, **where: str) -> None:
     from distributed import Client
 
-    with Client(timeout="60s", **where) as client:
+    with Client(timeout="60s", security=security, **where) as client:
         client.wait_for_workers(n, timeout=300)
 
 
@@ -124,16 +133,25 @@ def _run(command: list[str], folder: Path, log: Path) -> str:
     return log.read_text()
 
 
-def test_the_documented_commands_run_a_search_on_slurm_workers(slurm, tmp_path, cache_dir):
-    """docs/scale.md: scheduler file, ``sbatch --array=1-2`` worker jobs, ``search.py search.n_workers=2
-    search.dask_scheduler_file=...``; every trial runs in a SLURM job."""
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
+def test_the_documented_commands_run_a_search_on_slurm_workers_over_tls(slurm, tmp_path, cache_dir):
+    """docs/scale.md: TLS credentials, a TLS scheduler with a scheduler file, ``sbatch --array=1-2`` worker jobs with
+    the same credentials, ``search.py search.dask_scheduler_file=... search.dask_tls=...`` (no n_workers: the two
+    workers set the concurrency); every trial runs in a SLURM job, and a client of another authority is refused."""
+    from distributed import Client
+
+    from fairnas.search.security import make_credentials, tls_security
+
     folder, gate = tmp_path / "search", tmp_path / "go"
-    with dask_scheduler(tmp_path) as file:
-        array = submit_workers(slurm, tmp_path, file)
-        wait_for_workers(2, scheduler_file=str(file))
+    tls, stranger = make_credentials(tmp_path / "tls"), make_credentials(tmp_path / "stranger")
+    with dask_scheduler(tmp_path, tls) as file:
+        array = submit_workers(slurm, tmp_path, file, tls=tls)
+        wait_for_workers(2, security=tls_security(tls), scheduler_file=str(file))
+        with pytest.raises((OSError, TimeoutError)):  # mutual TLS: no way in without the folder's certificate
+            Client(scheduler_file=str(file), security=tls_security(stranger), timeout=5)
         jobs = slurm.running()
         command = search_command(
-            folder, gate, cache_dir, "search.n_workers=2", f"search.dask_scheduler_file={file}", free=99, n_trials=4
+            folder, gate, cache_dir, f"search.dask_scheduler_file={file}", f"search.dask_tls={tls}", free=99, n_trials=4
         )
         _run(command, tmp_path, tmp_path / "search.log")
     _assert_complete(folder, 4)
