@@ -5,7 +5,6 @@ before anything is written."""
 import functools
 import itertools
 import json
-import logging
 import multiprocessing
 import os
 import socket
@@ -16,13 +15,13 @@ import pandas as pd
 import pytest
 
 from bench.analytic import NoisyMultiFidelityProblem
-from fairnas.search import SearchSettings, run_search
+from fairnas.search import SearchSettings, parallel, run_search
 from fairnas.search.parallel import open_pool
 
 ZDT1 = NoisyMultiFidelityProblem("zdt1", n_variables=3)
 
 
-def _settings(**overrides):
+def zdt1_settings(**overrides):
     return SearchSettings(
         ZDT1.objectives, min_budget=1, max_budget=4, final={"seeds": 0}, **{"n_workers": 2, **overrides}
     )
@@ -42,7 +41,7 @@ def test_two_local_dask_workers_evaluate_trials_concurrently(tmp_path):
     result = run_search(
         functools.partial(_recording_target, log_dir=log_dir),
         ZDT1.configspace(),
-        _settings(n_trials=8),
+        zdt1_settings(n_trials=8),
         output_dir=tmp_path / "search",
     )
     trials = pd.read_csv(tmp_path / "search" / "trials.csv")
@@ -75,7 +74,7 @@ def test_an_existing_dask_scheduler_runs_the_trials(tmp_path, external_scheduler
     else:  # what `dask scheduler --scheduler-file` writes, as on a SLURM cluster
         (tmp_path / "scheduler.json").write_text(json.dumps({"type": "Scheduler", "address": external_scheduler}))
         where = {"dask_scheduler_file": str(tmp_path / "scheduler.json")}
-    settings = _settings(strategy="random", n_trials=4, **where)
+    settings = zdt1_settings(strategy="random", n_trials=4, **where)
     result = run_search(ZDT1, ZDT1.configspace(), settings, output_dir=tmp_path / "search")
     assert len(result.trials) == 4 and (result.trials["status"] == "success").all()
 
@@ -85,7 +84,7 @@ def test_an_existing_scheduler_runs_as_many_trials_at_once_as_its_workers_have_t
     log_dir.mkdir()
     with open_pool(1, dask_address=external_scheduler) as pool:
         assert pool.capacity == 2  # the scheduler's two single-threaded workers, not n_workers
-    settings = _settings(strategy="random", n_trials=6, n_workers=1, dask_address=external_scheduler)
+    settings = zdt1_settings(strategy="random", n_trials=6, n_workers=1, dask_address=external_scheduler)
     run_search(
         functools.partial(_recording_target, log_dir=log_dir), ZDT1.configspace(), settings, output_dir=tmp_path / "s"
     )
@@ -101,7 +100,7 @@ def _free_port() -> int:
 
 def test_an_unreachable_scheduler_stops_with_one_line_before_anything_is_written(tmp_path):
     address = f"tcp://127.0.0.1:{_free_port()}"  # nothing listens there
-    settings = _settings(strategy="random", n_trials=2, dask_address=address, dask_timeout=3)
+    settings = zdt1_settings(strategy="random", n_trials=2, dask_address=address, dask_timeout=3)
     started = time.monotonic()
     with pytest.raises(ValueError, match=rf"^dask_address={address}: no Dask scheduler answered within 3 s") as error:
         run_search(ZDT1, ZDT1.configspace(), settings, output_dir=tmp_path / "search")
@@ -109,18 +108,20 @@ def test_an_unreachable_scheduler_stops_with_one_line_before_anything_is_written
     assert not (tmp_path / "search").exists()  # no search.json, no smac3/
 
 
-def test_a_scheduler_file_is_waited_for_with_a_message_then_named(tmp_path, external_scheduler, caplog):
+def test_a_scheduler_file_is_waited_for_with_a_message_then_named(tmp_path, external_scheduler, monkeypatch):
+    messages = []  # what the search logs (read from its logger's calls: an earlier test's logging config may mute it)
+    monkeypatch.setattr(parallel.log, "warning", lambda message, *args: messages.append(message % args))
     missing = tmp_path / "never.json"
-    settings = _settings(strategy="random", n_trials=2, dask_scheduler_file=str(missing), dask_timeout=1)
-    with caplog.at_level(logging.WARNING), pytest.raises(ValueError, match="no scheduler wrote it within 1 s"):
+    settings = zdt1_settings(strategy="random", n_trials=2, dask_scheduler_file=str(missing), dask_timeout=1)
+    with pytest.raises(ValueError, match="no scheduler wrote it within 1 s"):
         run_search(ZDT1, ZDT1.configspace(), settings, output_dir=tmp_path / "search")
-    assert f"waiting up to 1 s for a Dask scheduler to write {missing}" in caplog.text
+    assert messages == [f"waiting up to 1 s for a Dask scheduler to write {missing}"]
     assert not (tmp_path / "search").exists()
 
     late = tmp_path / "late.json"  # a scheduler that writes its file while the search waits
     writer = threading.Timer(1.0, lambda: late.write_text(json.dumps({"address": external_scheduler})))
     writer.start()
-    settings = _settings(strategy="random", n_trials=2, dask_scheduler_file=str(late), dask_timeout=30)
+    settings = zdt1_settings(strategy="random", n_trials=2, dask_scheduler_file=str(late), dask_timeout=30)
     result = run_search(ZDT1, ZDT1.configspace(), settings, output_dir=tmp_path / "search")
     writer.join()
     assert len(result.trials) == 2 and (result.trials["status"] == "success").all()
@@ -134,7 +135,7 @@ def _dies_for_large_x0(config, seed, budget):
 
 @pytest.mark.slow  # waits for the nanny to restart the dead worker
 def test_a_trial_that_kills_its_worker_is_recorded_as_crashed(tmp_path):
-    settings = _settings(strategy="random", n_trials=4)
+    settings = zdt1_settings(strategy="random", n_trials=4)
     result = run_search(_dies_for_large_x0, ZDT1.configspace(), settings, output_dir=tmp_path / "search")
     trials = result.trials
     died = trials["x0"] > 0.5

@@ -9,9 +9,9 @@ import stat
 
 import pytest
 
-from fairnas.search import SearchSettings, run_search
+from fairnas.search import run_search
 from fairnas.search.security import check_address, make_credentials, tls_security
-from tests.test_search_parallel import ZDT1
+from tests.test_search_parallel import ZDT1, zdt1_settings
 
 needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
 
@@ -37,14 +37,7 @@ def test_a_plain_scheduler_off_this_machine_needs_an_explicit_yes(address, refus
 
 
 def test_a_search_refuses_it_in_one_line_before_anything_is_written(tmp_path):
-    settings = SearchSettings(
-        ZDT1.objectives,
-        min_budget=1,
-        max_budget=4,
-        n_trials=2,
-        strategy="random",
-        dask_address="tcp://10.255.255.1:8786",
-    )
+    settings = zdt1_settings(strategy="random", n_trials=2, n_workers=1, dask_address="tcp://10.255.255.1:8786")
     with pytest.raises(ValueError, match="dask_insecure=true"):
         run_search(ZDT1, ZDT1.configspace(), settings, output_dir=tmp_path / "search")
     assert not (tmp_path / "search").exists()
@@ -87,9 +80,6 @@ def test_a_tls_scheduler_refuses_other_credentials_and_runs_the_search_with_its_
         assert address.startswith("tls://127.0.0.1:")
         with pytest.raises((OSError, TimeoutError)):  # mutual TLS: a certificate of another authority is refused
             Client(address, security=tls_security(theirs), timeout=5)
-        settings = SearchSettings(
-            ZDT1.objectives, min_budget=1, max_budget=4, n_trials=4, strategy="random", final={"seeds": 0},
-            dask_address=address, dask_tls=str(ours),
-        )  # fmt: skip
+        settings = zdt1_settings(strategy="random", n_trials=4, n_workers=1, dask_address=address, dask_tls=str(ours))
         result = run_search(ZDT1, ZDT1.configspace(), settings, output_dir=tmp_path / "search")
         assert len(result.trials) == 4 and (result.trials["status"] == "success").all()

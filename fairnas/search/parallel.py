@@ -30,9 +30,10 @@ log = logging.getLogger(__name__)
 
 
 class TrialPool(Protocol):
-    """Runs submitted calls and hands back results as they finish."""
+    """Runs submitted calls and hands back results as they finish, ``capacity`` of them at once."""
 
-    capacity: int
+    @property
+    def capacity(self) -> int: ...
 
     def submit(self, token: Any, fn: Callable[..., Any], *args: Any) -> None: ...
 
