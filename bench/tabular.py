@@ -31,7 +31,6 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -44,6 +43,7 @@ from ConfigSpace import ConfigurationSpace
 
 from fairnas.config import compose_config
 from fairnas.io import write_csv_atomic, write_json_atomic
+from fairnas.results import source_commit
 from fairnas.search import SearchSpace, config_id, load_space
 from fairnas.search.hypervolume import hypervolume
 from fairnas.search.pareto import non_dominated_mask
@@ -163,7 +163,7 @@ def build(
             "this_invocation_seconds": time.perf_counter() - start,
             "shards": shard[1],
             "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
-            "commit": _commit(),
+            "commit": source_commit(),
         },
     )
     return table
@@ -378,11 +378,6 @@ def landscape(table: pd.DataFrame, spec: dict, split: str = "val", knob: str = "
             f"{kendalltau(pair[a], pair[b]).statistic:.2f} ({len(pair)} triples)"
         )
     return "\n".join(lines)
-
-
-def _commit() -> str:
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPOSITORY, capture_output=True, text=True)
-    return done.stdout.strip()
 
 
 def parse_shard(text: str) -> tuple[int, int]:

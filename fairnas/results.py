@@ -124,7 +124,7 @@ def write_manifest(folder: Path, *, commands: Sequence[str], commit: str | None 
     files = sorted(path.name for path in folder.iterdir() if path.suffix == ".csv")
     manifest = {
         "commands": list(commands),
-        "commit": commit or _git("rev-parse", "--short", "HEAD"),
+        "commit": commit or source_commit(),
         "finished": max(datetime.fromtimestamp((folder / name).stat().st_mtime, UTC) for name in files).strftime(
             "%Y-%m-%d %H:%M UTC"
         )
@@ -194,8 +194,11 @@ def _cpu_count() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def _git(*arguments: str) -> str:
-    return subprocess.run(["git", *arguments], cwd=REPOSITORY, capture_output=True, text=True).stdout.strip()
+def source_commit() -> str:
+    """The short hash of the repository's HEAD (what a measurement ran at), empty outside a git checkout."""
+    return subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=REPOSITORY, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -18,9 +18,10 @@ from fairnas.tasks.runs import instantiate_partial
 
 STAGES = ("noise", "sweep", "search", "final", "mitigations", "robustness", "transfer")
 NEEDS = {"final": "search", "mitigations": "final", "transfer": "final"}
-MODEL_KINDS = ("default", "searched", "hand-designed")
 """A stage that uses another's results: the final comparison the search's answer, mitigations and transfer the
 models the final comparison chose."""
+MODEL_KINDS = ("default", "searched", "hand-designed")
+"""The kinds of model a study compares (``study.mitigations.models`` names some of them)."""
 
 
 def check_study(cfg: DictConfig, base: Sequence[str]) -> None:
