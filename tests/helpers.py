@@ -1,15 +1,36 @@
 """Small modules the tests plug into the real training code, and the headless browser the page tests use."""
 
+import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import pytorch_lightning as pl
 import torch
 from torch import nn
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+def assert_matches_golden(frame: pd.DataFrame, name: str) -> None:
+    """``frame`` as CSV, character for character (floats to their last digit), against ``tests/golden/<name>``:
+    outputs recorded on this machine before a refactor, which must not change them. ``FAIRNAS_RECORD_GOLDEN=1``
+    rewrites the file instead (record only from a commit whose outputs are known good)."""
+    text = frame.to_csv(index=False, lineterminator="\n")
+    path = GOLDEN / name
+    if os.environ.get("FAIRNAS_RECORD_GOLDEN") == "1":
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+        return
+    assert path.is_file(), f"no golden file {path}: record it with FAIRNAS_RECORD_GOLDEN=1"
+    if text != path.read_text():
+        expected = pd.read_csv(path)
+        changed = [column for column in expected if column not in frame or not frame[column].equals(expected[column])]
+        pytest.fail(f"{name} differs from the golden set in {changed or 'its rows or columns'}")
 
 
 class EmbeddingNormPenalty(nn.Module):

@@ -11,6 +11,7 @@ from fairnas.config import compose_config
 from fairnas.tasks.cli import run_cli
 from fairnas.tasks.search import run_face_search
 from tests.conftest import TINY_DATA
+from tests.helpers import assert_matches_golden
 
 
 def search_config(tmp_path, cache_dir, *overrides, train=()):
@@ -73,6 +74,10 @@ def test_search_writes_every_output_and_continues_across_fidelities(tmp_path, ca
     first = final_runs[final_runs["config_id"] == final["config_id"][0]]
     assert final["error_mean"][0] == pytest.approx(first["error"].mean())
     assert final["error_se"][0] == pytest.approx(first["error"].sem())
+
+    timing = ["wall_time_s", "finished_at"]  # the only columns that differ between two runs of one search
+    assert_matches_golden(trials.drop(columns=timing), "tiny_search_trials.csv")
+    assert_matches_golden(final_runs.drop(columns=timing), "tiny_search_final_trials.csv")
 
     again = run_face_search(cfg)  # a finished search and final stage: read back, nothing trained
     assert len(pd.read_csv(out / "final_trials.csv")) == len(final_runs)

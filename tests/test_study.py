@@ -20,7 +20,7 @@ from scipy import stats
 from fairnas.config import compose_config
 from fairnas.study import claims
 from fairnas.tasks import study_runs
-from tests.helpers import chromium, needs_chromium, page_overflows
+from tests.helpers import assert_matches_golden, chromium, needs_chromium, page_overflows
 from tests.layouts import write_celeba
 
 REPO = Path(__file__).resolve().parents[1]
@@ -77,6 +77,7 @@ def test_every_stage_runs_and_every_claim_is_decided_from_the_runs(smoke_study):
     assert list(table.columns) == list(claims.COLUMNS) and table["id"].is_unique
     assert table["verdict"].isin(claims.VERDICTS).all() and set(table["family"]) == {"primary", "exploratory"}
     assert set(table["stage"]) == {"final", "mitigations", "robustness", "transfer"}
+    assert_matches_golden(table, "smoke_study_claims.csv")
     # two seeds are below the five at which any claim can hold
     assert set(table["verdict"]) <= {claims.TOO_FEW_SEEDS, claims.NOT_APPLICABLE}
     # one claim recomputed from runs.csv: a mitigation's effect, paired by seed with its baseline
