@@ -27,7 +27,8 @@ from omegaconf import DictConfig
 from fairnas.audits.base import AuditData, AuditedModel, AuditResult, progress, settings_with_defaults
 from fairnas.audits.corruption_compat import CORRUPTIONS, corrupt
 from fairnas.audits.identification import PixelPipeline, embed_arrays, enrol_gallery
-from fairnas.audits.statistics import KRUSKAL, mean_se, odds_ratios, scoped_tests, unit_means
+from fairnas.audits.statistics import KRUSKAL, odds_ratios, scoped_tests, unit_means
+from fairnas.groups import by_group, mean_se_by_group
 
 METRICS = ("consistent", "correct", "cosine", "rank")
 OUTCOMES = ("consistent", "correct")  # binary: odds ratios
@@ -171,14 +172,14 @@ def corruption_records(model: AuditedModel, data: AuditData, settings: dict) -> 
 def group_curves(records: pd.DataFrame) -> pd.DataFrame:
     """Mean +- s.e. of every metric per group x corruption x severity, and per group x severity pooled over
     corruptions (``corruption = all``; s.e. over per-probe means)."""
-    per_cell = mean_se(records, METRICS, ["group", "corruption", "severity"])
-    pooled = mean_se(unit_means(records, METRICS, "row", ["severity"]), METRICS, ["group", "severity"])
+    per_cell = mean_se_by_group(records, METRICS, ["group", "corruption", "severity"])
+    pooled = mean_se_by_group(unit_means(records, METRICS, "row", ["severity"]), METRICS, ["group", "severity"])
     return pd.concat([pooled.assign(corruption="all"), per_cell], ignore_index=True)[per_cell.columns]
 
 
 def extreme_corruptions(corrupted: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
     """Per group, the corruption with the highest and the lowest mean consistency (over severities 1..5)."""
-    means = corrupted.groupby(["group", "corruption"])["consistent"].mean()
+    means = by_group(corrupted, ["consistent"], ["group", "corruption"], sort=True)["consistent"]
     rows = []
     for group in order:
         if group in means.index.get_level_values(0):
@@ -198,7 +199,7 @@ def extreme_corruptions(corrupted: pd.DataFrame, order: Sequence[str]) -> pd.Dat
 def summarise(records, corrupted, tests, ratios, order, settings) -> dict:
     """JSON-ready numbers: probes per group, pooled means, pooled Kruskal-Wallis p-values, odds ratios."""
     pooled = tests[(tests["test"] == KRUSKAL) & (tests["scope"] == "pooled")].set_index("metric")
-    means = unit_means(corrupted, METRICS, "row").groupby("group")[list(METRICS)].mean()
+    means = by_group(unit_means(corrupted, METRICS, "row"), METRICS, ["group"])
     return {
         "n_probes": {g: int(records.loc[records["group"] == g, "row"].nunique()) for g in order},
         "corruptions": settings["corruptions"],
@@ -216,7 +217,7 @@ def finding(corrupted, tests, ratios, order, alpha) -> str:
     """2-4 plain sentences: who keeps their clean prediction least, which differences survive Holm, where."""
     if corrupted.empty:
         return "Only clean probes (severity 0) were audited, so there is no corruption disparity to report."
-    means = unit_means(corrupted, ["consistent"], "row").groupby("group")["consistent"].mean()
+    means = by_group(unit_means(corrupted, ["consistent"], "row"), ["consistent"], ["group"])["consistent"]
     present = [g for g in order if g in means.index]
     worst, best = min(present, key=means.get), max(present, key=means.get)
     text = (

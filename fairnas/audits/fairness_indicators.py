@@ -43,6 +43,7 @@ from omegaconf import DictConfig
 
 from fairnas.audits.base import AuditData, AuditResult, progress, settings_with_defaults
 from fairnas.audits.identification import PixelPipeline, embed_arrays, enrol_gallery
+from fairnas.groups import by_group, difference, mean_se
 
 TOP = 5  # predicted identities per probe in the label association (the paper's top-5)
 RESERVED = ("path", "identity", "split")
@@ -244,7 +245,7 @@ def identity_hit_rates(
     frame = pd.DataFrame(
         {"hit": np.asarray(hits, float), "identity": np.asarray(identities), "group": np.asarray(groups)}
     )
-    per_identity = frame.groupby(["group", "identity"])["hit"].mean()
+    per_identity = by_group(frame, ["hit"], ["group", "identity"], sort=True)["hit"]
     rng = np.random.default_rng(seed)
     rows, draws = [], []
     for index, name in enumerate(group_order):
@@ -265,10 +266,7 @@ def identity_hit_rates(
             }
         )
     table = pd.DataFrame(rows)
-    gap = {
-        "value": float(table["identity_averaged"].max() - table["identity_averaged"].min()),
-        "ci": [float("nan")] * 2,
-    }
+    gap = {"value": float(difference(table["identity_averaged"])), "ci": [float("nan")] * 2}
     if len(draws) >= 2:
         spread = np.max(draws, axis=0) - np.min(draws, axis=0)
         gap["ci"] = [float(v) for v in np.percentile(spread, [2.5, 97.5])]
@@ -293,22 +291,21 @@ def aggregate(
                 mask = (groups == index) if levels is None else (groups == index) & (levels == level)
                 if mask.any():
                     part.append(_mean_row(partition, name, level, values[mask]))
-        means = [row["precision"] for row in part if not np.isnan(row["precision"])]
-        gap = max(means) - min(means) if means else np.nan
+        gap = difference(pd.Series([row["precision"] for row in part], dtype=float))
         rows += [{**row, "gap": gap} for row in part]
     return pd.DataFrame(rows)
 
 
 def _mean_row(partition: str, group: str, subgroup: str, values: np.ndarray) -> dict:
     values = values[~np.isnan(values)]
-    n = len(values)
+    precision, se = mean_se(values)
     return {
         "partition": partition,
         "group": group,
         "subgroup": subgroup,
-        "n_queries": n,
-        "precision": values.mean() if n else np.nan,
-        "se": values.std(ddof=1) / np.sqrt(n) if n > 1 else np.nan,
+        "n_queries": len(values),
+        "precision": precision,
+        "se": se,
         "gap": np.nan,
     }
 
@@ -486,7 +483,7 @@ def _association_table(top_scores, top_labels, truth, template_groups, probe_gro
 
 
 def _summary(attribute, identity, association, hit_rates, gaps, settings, notes, **counts) -> dict:
-    def by_group(table: pd.DataFrame, column: str) -> dict:
+    def per_group(table: pd.DataFrame, column: str) -> dict:
         return {row["group"]: _number(row[column]) for _, row in table.iterrows()}
 
     summary: dict = {
@@ -504,8 +501,8 @@ def _summary(attribute, identity, association, hit_rates, gaps, settings, notes,
             "all": _number(overall["precision"]),
             "base_rate": _number(overall["base_rate"]),
             "lift": _number(overall["lift"]),
-            "per_group": by_group(groups, "precision"),
-            "base_rate_per_group": by_group(groups, "base_rate"),
+            "per_group": per_group(groups, "precision"),
+            "base_rate_per_group": per_group(groups, "base_rate"),
             "gap": _number(groups["gap"].iloc[0]) if len(groups) else None,
             "subgroup_gaps": {
                 p: _number(part["gap"].iloc[0]) for p, part in rows.groupby("partition") if p.startswith("group x ")
@@ -513,12 +510,12 @@ def _summary(attribute, identity, association, hit_rates, gaps, settings, notes,
         }
         rows = identity[(identity["k"] == k) & (identity["partition"] == "group")]
         summary["identity_retrieval"][f"p@{k}"] = {
-            "per_group": by_group(rows, "precision"),
+            "per_group": per_group(rows, "precision"),
             "gap": _number(rows["gap"].iloc[0]) if len(rows) else None,
         }
     configured = association[association["setting"] == "configured"]
     summary["label_association"] = {
-        c: by_group(configured, c) for c in ("rate_same", "rate_other", "share_same", "chance_same", "rate_true")
+        c: per_group(configured, c) for c in ("rate_same", "rate_other", "share_same", "chance_same", "rate_true")
     }
     summary["hit_rates"] = {}
     for r, gap in gaps.items():

@@ -64,6 +64,7 @@ from fairnas.data.synthetic.mutations import (
     settings_from,
     transform_image,
 )
+from fairnas.groups import by_group
 
 ORACLES = ("metamorphic", "exclusion", "inclusion", "ground_truth")
 TESTED_ORACLES = ("metamorphic", "exclusion", "inclusion")
@@ -334,7 +335,7 @@ def _json_number(value) -> float | None:
 
 def _summary(records, rates, tests, ratios, ranges, planner, names, synthetic, alpha) -> dict:
     flips = rates[rates["oracle"] == "metamorphic"]
-    overall = records.groupby("distribution")["metamorphic"].mean()
+    overall = by_group(records, ["metamorphic"], ["distribution"])["metamorphic"]
     summary = {
         "n_probes": int(records[["path"]].drop_duplicates().shape[0]) if len(records) else 0,
         "n_inputs": len(records),

@@ -31,6 +31,8 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 from statsmodels.tools.sm_exceptions import ConvergenceWarning, PerfectSeparationWarning
 
+from fairnas.groups import by_group
+
 KRUSKAL = "kruskal_wallis"
 WILCOXON = "wilcoxon_rank_sum"
 
@@ -39,17 +41,7 @@ def unit_means(
     frame: pd.DataFrame, metrics: Sequence[str], unit: str, by: Sequence[str] = (), group: str = "group"
 ) -> pd.DataFrame:
     """One row per ``unit`` (e.g. source image) and value of ``by``: the mean of each metric over its records."""
-    return frame.groupby([*by, group, unit], sort=False, observed=True)[list(metrics)].mean().reset_index()
-
-
-def mean_se(frame: pd.DataFrame, metrics: Sequence[str], by: Sequence[str]) -> pd.DataFrame:
-    """Per value of ``by``: ``n`` and ``<metric>_mean``, ``<metric>_se`` (standard error, ddof 1) of each metric."""
-    grouped = frame.groupby(list(by), sort=False, observed=True)
-    out = grouped.size().rename("n").to_frame()
-    for metric in metrics:
-        out[f"{metric}_mean"] = grouped[metric].mean()
-        out[f"{metric}_se"] = grouped[metric].sem()
-    return out.reset_index()
+    return by_group(frame, metrics, [*by, group, unit]).reset_index()
 
 
 def group_tests(

@@ -21,9 +21,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
+from fairnas.groups import mean_se
 from fairnas.study.inference import (
     PairedTest,
     holm,
@@ -106,15 +106,6 @@ class Claim:
     test: PairedTest
     evidence: str
     applicable: bool = True
-
-
-def mean_se(values: Sequence[float] | pd.Series) -> tuple[float, float]:
-    """Mean and standard error (NaN with fewer than two values)."""
-    values = np.asarray(values, dtype=float)
-    if len(values) == 0:
-        return math.nan, math.nan
-    se = values.std(ddof=1) / math.sqrt(len(values)) if len(values) > 1 else math.nan
-    return float(values.mean()), float(se)
 
 
 def fmt(mean: float, se: float, digits: int = 3) -> str:
