@@ -10,7 +10,9 @@ import pandas as pd
 import pytest
 
 from fairnas.mitigations.table import comparison_table, format_cell, markdown_tables, summarize
+from fairnas.tasks import train as training
 from fairnas.tasks.compare import front_models, seed_list
+from fairnas.tasks.runs import train_once
 
 TITLES = {"none": "Baseline", "flipped": "Flipped"}
 
@@ -173,7 +175,7 @@ def test_compare_trains_every_pair_over_seeds_writes_the_tables_and_resumes(tmp_
     assert (out / "comparison.png").stat().st_size > 0
     assert list((out / "wandb").glob("offline-run-*"))
 
-    monkeypatch.setattr(compare, "train", lambda cfg: pytest.fail("a finished run was trained again"))
+    monkeypatch.setattr(training, "train", lambda cfg: pytest.fail("a finished run was trained again"))
     again = compare.run_comparison(cfg)
     pd.testing.assert_frame_equal(again, summary)
 
@@ -195,10 +197,10 @@ def test_compare_reads_back_a_finished_run_with_the_same_training_config_from_re
 
     cfg = compare_config(tmp_path, cache_dir, ["none", "angular"], logger=None, seeds=[3])
     stage = tmp_path / "stage" / "seed3"  # trained elsewhere: the same config in another override order
-    compare.train_once(stage, [*cfg.train_overrides, "seed=3", "backbone.ops=[3,0,1]"])
+    train_once(stage, [*cfg.train_overrides, "seed=3", "backbone.ops=[3,0,1]"])
     trained = []
-    real_train = compare.train
-    monkeypatch.setattr(compare, "train", lambda run: trained.append(run.output_dir) or real_train(run))
+    real_train = training.train
+    monkeypatch.setattr(training, "train", lambda run: trained.append(run.output_dir) or real_train(run))
     cfg.reuse_runs = [str(tmp_path / "stage")]
     compare.run_comparison(cfg)
 
@@ -209,7 +211,7 @@ def test_compare_reads_back_a_finished_run_with_the_same_training_config_from_re
     assert list(runs["mitigation"]) == ["none", "angular"] and list(runs["seed"]) == [3, 3]
     record = json.loads((out / "runs/SMAC_301/angular/seed3/compare_run.json").read_text())
     assert f"mitigation.reference_metrics='{stage}/metrics.json'" in record["overrides"]
-    monkeypatch.setattr(compare, "train", lambda run: pytest.fail("a finished run was trained again"))
+    monkeypatch.setattr(training, "train", lambda run: pytest.fail("a finished run was trained again"))
     compare.run_comparison(cfg)  # resumes: the same reused baseline, the same mitigation run
 
 

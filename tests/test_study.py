@@ -19,7 +19,7 @@ from scipy import stats
 
 from fairnas.config import compose_config
 from fairnas.study import claims
-from fairnas.tasks import study_runs
+from fairnas.study import runs as study_runs
 from tests.helpers import assert_matches_golden, chromium, needs_chromium, page_overflows
 from tests.layouts import write_celeba
 
@@ -214,13 +214,13 @@ def test_the_smoke_study_is_the_default_study_at_its_smallest_size():
 
 
 def test_the_study_reports_with_the_logger_group_and_its_command_line_overrides():
-    from fairnas.tasks.study import Study
+    from fairnas.tasks.study import report_config
 
     cfg = compose_config("study", ["logger.wandb.offline=false", "logger.wandb.project=mine"], output_dir="/tmp/s")
-    node = Study(cfg, [])._report_config().logger
+    node = report_config(cfg).logger
     assert node.wandb.offline is False and node.wandb.project == "mine" and node.wandb.save_dir == "/tmp/s"
     cfg = compose_config("study", ["logger=none"], output_dir="/tmp/s")
-    assert not Study(cfg, [])._report_config().logger
+    assert not report_config(cfg).logger
 
 
 def test_a_mitigation_that_changes_nothing_is_not_applicable():

@@ -21,9 +21,9 @@ per cell and metric, Pareto flags), ``tables.csv`` / ``tables.md`` (the Table 4.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -32,8 +32,9 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
 from fairnas.config import compose_config, resolve_space_path
-from fairnas.io import write_json_atomic, write_text_atomic
+from fairnas.io import write_text_atomic
 from fairnas.metrics import IDENTIFICATION_METRICS
+from fairnas.mitigations.grid import BASELINE, Mitigation, choice, grid, path_name
 from fairnas.mitigations.table import comparison_figure, comparison_table, markdown_tables, summarize
 from fairnas.search import load_space
 from fairnas.search.final import FINAL_TRIALS_FILE, fresh_seeds
@@ -41,15 +42,11 @@ from fairnas.search.result import TRIALS_FILE
 from fairnas.tasks.cli import hydra_command
 from fairnas.tasks.reporting import Report
 from fairnas.tasks.run_lock import locks_output_dir
-from fairnas.tasks.runs import model_label
-from fairnas.tasks.train import read_checkpoint_settings, train
+from fairnas.tasks.runs import RUN_RECORD, model_label, train_once
+from fairnas.tasks.train import read_checkpoint_settings
 
 log = logging.getLogger(__name__)
-BASELINE = "none"
 SPLITS = ("val", "test")
-RUN_RECORD = "compare_run.json"
-# Keys a mitigation config may declare to receive the baseline run of the same model and seed.
-BASELINE_INPUTS = {"reference_metrics": "metrics.json", "checkpoint": "checkpoints/last.ckpt"}
 
 
 @locks_output_dir
@@ -64,39 +61,38 @@ def run_comparison(cfg: DictConfig) -> pd.DataFrame:
     plan = dict.fromkeys([BASELINE, *mitigations])  # the baseline first, once
     # Compose every pair before the first run trains: checks all overrides and the checkpoints they name, and reads
     # each mitigation's column title and the baseline inputs it declares.
-    titles, baseline_inputs = {}, {}
+    declared = {}
     for overrides in models.values():
         for name in plan:
             composed = _compose(cfg, overrides, name)
             read_checkpoint_settings(composed)
-            declared = composed.mitigation
-            titles[name] = declared.get("title", name)
-            # a mitigation that starts from its baseline run declares the key (e.g. SensitiveNets' checkpoint)
-            baseline_inputs[name] = [key for key in BASELINE_INPUTS if key in declared and name != BASELINE]
+            declared[name] = Mitigation.declared(name, _own_overrides(cfg, name), composed.mitigation)
+    titles = {name: mitigation.title for name, mitigation in declared.items()}
 
     finished = FinishedRuns(cfg.get("reuse_runs") or [])
+    # Each model and seed in turn, the baseline first: the mitigations of that model and seed read their inputs from it.
+    order = {pair: rank for rank, pair in enumerate(itertools.product(models, seeds))}
+    cells = sorted(grid(list(models), list(declared.values()), seeds), key=lambda cell: order[cell.model, cell.seed])
+    baselines: dict[tuple[str, int], Path] = {}
     records = []
-    for model, model_overrides in models.items():
-        for seed in seeds:
-            baseline_dir = None
-            for name in plan:
-                overrides = [*cfg.train_overrides, *model_overrides, *_mitigation_overrides(cfg, name), f"seed={seed}"]
-                overrides += [
-                    f"mitigation.{key}='{baseline_dir / BASELINE_INPUTS[key]}'" for key in baseline_inputs[name]
-                ]
-                reused = finished.find(overrides)
-                run_dir = reused or _run_dir(output_dir, model, name, seed)
-                baseline_dir = baseline_dir or run_dir  # the plan's first run is the baseline
-                metrics = train_once(run_dir, overrides, same_config=reused is not None)
-                if name in mitigations:
-                    records.append(
-                        {
-                            "model": model,
-                            "mitigation": name,
-                            "seed": seed,
-                            **{key: float(metrics[cfg.split][key]) for key in IDENTIFICATION_METRICS},
-                        }
-                    )
+    for cell in cells:
+        pair, mitigation = (cell.model, cell.seed), cell.mitigation
+        overrides = [*cfg.train_overrides, *models[cell.model], *mitigation.overrides, f"seed={cell.seed}"]
+        if pair in baselines:
+            overrides += mitigation.baseline_overrides(baselines[pair])
+        reused = finished.find(overrides)
+        run_dir = reused or output_dir / "runs" / cell.folder
+        baselines.setdefault(pair, run_dir)
+        metrics = train_once(run_dir, overrides, same_config=reused is not None)
+        if mitigation.name in mitigations:
+            records.append(
+                {
+                    "model": cell.model,
+                    "mitigation": mitigation.name,
+                    "seed": cell.seed,
+                    **{key: float(metrics[cfg.split][key]) for key in IDENTIFICATION_METRICS},
+                }
+            )
     runs = pd.DataFrame(records)
     summary = summarize(runs, list(cfg.metrics))
     write_outputs(runs, summary, titles, cfg)
@@ -185,8 +181,9 @@ def search_seeds(front: str | Path) -> set[int] | None:
 
 
 class FinishedRuns:
-    """The finished runs under ``folders`` (those with a :func:`train_once` record and ``metrics.json``), found by
-    their training config: composed from the recorded overrides, everything but where the run writes compared."""
+    """The finished runs under ``folders`` (those with a :func:`~fairnas.tasks.runs.train_once` record and
+    ``metrics.json``), found by their training config: composed from the recorded overrides, everything but where
+    the run writes compared."""
 
     def __init__(self, folders: Sequence[str | Path]):
         self.runs: dict[str, Path] = {}
@@ -209,25 +206,9 @@ def training_config_key(overrides: Sequence[str]) -> str:
     return json.dumps(OmegaConf.to_container(config, resolve=False), sort_keys=True)
 
 
-def train_once(run_dir: Path, overrides: list[str], same_config: bool = False) -> dict:
-    """Train one run, or read it back when an earlier invocation finished it with the same overrides (with
-    ``same_config``: with overrides that compose the same training config, as :class:`FinishedRuns` found)."""
-    record = run_dir / RUN_RECORD
-    if record.is_file():
-        if not same_config and json.loads(record.read_text())["overrides"] != overrides:
-            raise ValueError(
-                f"output_dir: '{run_dir}' holds a run with other overrides; use a new output_dir or remove that run"
-            )
-        if (run_dir / "metrics.json").is_file():
-            return json.loads((run_dir / "metrics.json").read_text())
-    write_json_atomic(record, {"overrides": overrides})
-    log.info("training %s", run_dir)
-    return train(compose_config("train", overrides, output_dir=run_dir))
-
-
 def _compose(cfg: DictConfig, model_overrides: Sequence[str], mitigation: str) -> DictConfig:
     """The training config of a model with a mitigation (overrides checked, nothing built)."""
-    overrides = [*cfg.train_overrides, *model_overrides, *_mitigation_overrides(cfg, mitigation)]
+    overrides = [*cfg.train_overrides, *model_overrides, *choice(mitigation, _own_overrides(cfg, mitigation))]
     try:
         return compose_config("train", overrides, output_dir=".")
     except HydraException as error:
@@ -237,18 +218,8 @@ def _compose(cfg: DictConfig, model_overrides: Sequence[str], mitigation: str) -
         ) from None
 
 
-def _mitigation_overrides(cfg: DictConfig, mitigation: str) -> list[str]:
-    return [f"mitigation={mitigation}", *(cfg.mitigation_overrides or {}).get(mitigation, [])]
-
-
-def _run_dir(output_dir: Path, model: str, mitigation: str, seed: int) -> Path:
-    return output_dir / "runs" / path_name(model) / mitigation / f"seed{seed}"
-
-
-def path_name(name: str) -> str:
-    """``name`` as a folder name: every run of other characters than word characters, ``.``, ``+`` and ``-`` an
-    underscore."""
-    return re.sub(r"[^\w.+-]+", "_", name)
+def _own_overrides(cfg: DictConfig, mitigation: str) -> list[str]:
+    return list((cfg.mitigation_overrides or {}).get(mitigation, []))
 
 
 def front_models(front: str | Path, space: str | Path, train_overrides: Sequence[str] = ()) -> dict[str, list[str]]:

@@ -10,11 +10,13 @@ test as mean and standard error (thesis Sec. 4.5.1; :mod:`fairnas.search.final`)
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from hydra.errors import HydraException
 from omegaconf import MISSING, DictConfig, OmegaConf
@@ -33,14 +35,44 @@ log = logging.getLogger(__name__)
 ROBUSTNESS_BIAS = "robustness_bias"  # thesis eq. 2.3, reported with eval.robustness_bias=true
 
 
+@dataclasses.dataclass(frozen=True)
+class FaceSearch:
+    """A search of training configurations: the loop's settings, the space file, the overrides every trial trains
+    with, the split its objectives are read from, and whether a promoted configuration continues its checkpoint."""
+
+    settings: SearchSettings
+    space: str
+    train_overrides: tuple[str, ...]
+    split: str
+    continue_across_fidelities: bool
+
+    @classmethod
+    def from_mapping(cls, search: Mapping[str, Any]) -> FaceSearch:
+        """From ``cfg.search`` (or the same keys in a dict); the loop settings are validated here."""
+        settings = SearchSettings.from_mapping(
+            {name: search[name] for name in SearchSettings.field_names() if name in search}
+        )
+        return cls(
+            settings,
+            search["space"],
+            tuple(search["train_overrides"]),
+            search["split"],
+            search["continue_across_fidelities"],
+        )
+
+
 @locks_output_dir
 def run_face_search(cfg: DictConfig) -> SearchResult:
     """Run the search described by ``cfg.search`` and its final stage; outputs go to ``cfg.output_dir``."""
-    search = cfg.search
-    settings = SearchSettings.from_mapping(
-        {name: search[name] for name in SearchSettings.field_names() if name in search}
-    )
-    output_dir = Path(cfg.output_dir)
+    search = FaceSearch.from_mapping(cfg.search)
+    result = search_faces(search, Path(cfg.output_dir))
+    report_search(cfg, result, search.settings)
+    return result
+
+
+def search_faces(search: FaceSearch, output_dir: Path) -> SearchResult:
+    """Run ``search`` and its final stage with outputs in ``output_dir`` (reported by :func:`report_search`)."""
+    settings = search.settings
     for name in ("pytorch_lightning", "lightning.pytorch", "lightning.fabric"):  # one progress line per trial
         logging.getLogger(name).setLevel(logging.WARNING)
     train_overrides = list(search.train_overrides)
@@ -85,7 +117,6 @@ def run_face_search(cfg: DictConfig) -> SearchResult:
     )
     if result.final is not None:
         log.info("final front (mean and standard error over seeds):\n%s", result.final.front.to_string(index=False))
-    report_search(cfg, result, settings)
     return result
 
 

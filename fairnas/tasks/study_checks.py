@@ -11,15 +11,13 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
 from fairnas.config import compose_config, resolve_space_path
-from fairnas.search import SearchSettings, load_space
 from fairnas.study.claims import ClaimSettings
+from fairnas.study.settings import hand_designed_models, search_settings
+from fairnas.study.stages import check_stages
 from fairnas.tasks.checks import check_training_settings
 from fairnas.tasks.runs import instantiate_partial
+from fairnas.tasks.search import FaceSearch
 
-STAGES = ("noise", "sweep", "search", "final", "mitigations", "robustness", "transfer")
-NEEDS = {"final": "search", "mitigations": "final", "transfer": "final"}
-"""A stage that uses another's results: the final comparison the search's answer, mitigations and transfer the
-models the final comparison chose."""
 MODEL_KINDS = ("default", "searched", "hand-designed")
 """The kinds of model a study compares (``study.mitigations.models`` names some of them)."""
 
@@ -29,12 +27,7 @@ def check_study(cfg: DictConfig, base: Sequence[str]) -> None:
     training overrides every run applies); raises a one-line ValueError."""
     study = cfg.study
     stages = list(study.stages)
-    unknown = [stage for stage in stages if stage not in STAGES]
-    if unknown or len(set(stages)) != len(stages) or not stages:
-        raise ValueError(f"study.stages={stages}: each once, from {list(STAGES)}")
-    for stage, needed in NEEDS.items():
-        if stage in stages and needed not in stages:
-            raise ValueError(f"study.stages: {stage} needs {needed} (it uses its results); add it or drop {stage}")
+    check_stages(stages)
     ClaimSettings.from_mapping(OmegaConf.to_container(study.claims))
     reserved = OmegaConf.to_container(study.reserved_seeds)
     if not isinstance(reserved, list) or not all(
@@ -71,26 +64,10 @@ def check_study(cfg: DictConfig, base: Sequence[str]) -> None:
         check_search(search_settings(study))
 
 
-def search_settings(study: DictConfig) -> dict[str, Any]:
-    """The study's search settings: ``conf/search/local.yaml``'s with ``study.search`` on top (resolved); a
-    ``total_budget`` of null is ``full_trials`` times ``max_budget`` epochs, so that the default fits any epochs."""
-    defaults = compose_config("search", [], output_dir=".").search
-    own = OmegaConf.to_container(study.search, resolve=True)
-    full_trials = own.pop("full_trials", None)  # type: ignore[union-attr]
-    merged = OmegaConf.to_container(OmegaConf.merge(defaults, OmegaConf.create(own)), resolve=True)
-    if merged["total_budget"] is None and merged.get("n_trials") is None and full_trials is not None:  # type: ignore[index]
-        if isinstance(full_trials, bool) or not isinstance(full_trials, int) or full_trials < 1:
-            raise ValueError(f"study.search.full_trials={full_trials!r} must be an integer >= 1")
-        merged["total_budget"] = full_trials * merged["max_budget"]  # type: ignore[index]
-    return merged  # type: ignore[return-value]
-
-
 def check_search(settings: dict[str, Any]) -> None:
     """The search settings as ``search.py`` checks them, and a budget that affords a full trial."""
     try:
-        values = SearchSettings.from_mapping(
-            {key: settings[key] for key in SearchSettings.field_names() if key in settings}
-        )
+        values = FaceSearch.from_mapping(settings).settings
         resolve_space_path(settings["space"])
     except (ValueError, FileNotFoundError) as error:
         raise ValueError(f"study.search: {str(error).splitlines()[0]}") from None
@@ -99,29 +76,6 @@ def check_search(settings: dict[str, Any]) -> None:
             f"study.search.total_budget={values.total_budget:g} is below one full trial "
             f"(study.search.max_budget={values.max_budget:g} epochs)"
         )
-
-
-def hand_designed_models(study: DictConfig) -> dict[str, list[str]]:
-    """The sweep's models, name -> training overrides: ``study.sweep.models`` when given, else every value of the
-    ``study.sweep.vary`` hyperparameters of ``study.sweep.space`` (its constants applied, e.g. ``backbone=timm``)."""
-    sweep = study.sweep
-    if sweep.models:
-        return {str(name): list(overrides) for name, overrides in sweep.models.items()}
-    space = load_space(resolve_space_path(sweep.space))
-    configspace = space.configspace
-    unknown = [name for name in sweep.vary if name not in configspace]
-    if unknown or not sweep.vary:
-        raise ValueError(
-            f"study.sweep.vary={list(sweep.vary)}: name hyperparameters of {sweep.space}: {list(configspace)}"
-        )
-    constants = {name: hp.value for name, hp in configspace.items() if hasattr(hp, "value")}
-    models = {}
-    for name in sweep.vary:
-        hyperparameter = configspace[name]
-        for value in getattr(hyperparameter, "choices", None) or getattr(hyperparameter, "sequence", ()):
-            config = {**constants, name: value}
-            models[str(value)] = space.overrides(config)
-    return models
 
 
 def _seeds(value: Any, key: str, minimum: int) -> int:

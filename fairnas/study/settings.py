@@ -1,0 +1,57 @@
+"""What a study's settings (``cfg.study``) mean beyond their values: the search's settings, the seeds it trains
+with, and the sweep's models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from fairnas.config import compose_config, resolve_space_path
+from fairnas.search import load_space
+from fairnas.search.final import fresh_seeds
+
+
+def search_settings(study: DictConfig) -> dict[str, Any]:
+    """The study's search settings: ``conf/search/local.yaml``'s with ``study.search`` on top (resolved); a
+    ``total_budget`` of null is ``full_trials`` times ``max_budget`` epochs, so that the default fits any epochs."""
+    defaults = compose_config("search", [], output_dir=".").search
+    own = OmegaConf.to_container(study.search, resolve=True)
+    full_trials = own.pop("full_trials", None)  # type: ignore[union-attr]
+    merged = OmegaConf.to_container(OmegaConf.merge(defaults, OmegaConf.create(own)), resolve=True)
+    if merged["total_budget"] is None and merged.get("n_trials") is None and full_trials is not None:  # type: ignore[index]
+        if isinstance(full_trials, bool) or not isinstance(full_trials, int) or full_trials < 1:
+            raise ValueError(f"study.search.full_trials={full_trials!r} must be an integer >= 1")
+        merged["total_budget"] = full_trials * merged["max_budget"]  # type: ignore[index]
+    return merged  # type: ignore[return-value]
+
+
+def planned_search_seeds(settings: dict[str, Any]) -> set[int]:
+    """The seeds a search with ``settings`` trains with, as far as they are known before it runs: its own and its final
+    stage's fresh ones (SMAC racing ``n_seeds`` > 1 draws more as it goes; the final comparison then avoids those)."""
+    seeds = {int(settings["seed"])}
+    final = settings.get("final") or {}
+    return seeds | set(fresh_seeds(seeds, final["seeds"])) if final.get("seeds") and final.get("top_k") else seeds
+
+
+def hand_designed_models(study: DictConfig) -> dict[str, list[str]]:
+    """The sweep's models, name -> training overrides: ``study.sweep.models`` when given, else every value of the
+    ``study.sweep.vary`` hyperparameters of ``study.sweep.space`` (its constants applied, e.g. ``backbone=timm``)."""
+    sweep = study.sweep
+    if sweep.models:
+        return {str(name): list(overrides) for name, overrides in sweep.models.items()}
+    space = load_space(resolve_space_path(sweep.space))
+    configspace = space.configspace
+    unknown = [name for name in sweep.vary if name not in configspace]
+    if unknown or not sweep.vary:
+        raise ValueError(
+            f"study.sweep.vary={list(sweep.vary)}: name hyperparameters of {sweep.space}: {list(configspace)}"
+        )
+    constants = {name: hp.value for name, hp in configspace.items() if hasattr(hp, "value")}
+    models = {}
+    for name in sweep.vary:
+        hyperparameter = configspace[name]
+        for value in getattr(hyperparameter, "choices", None) or getattr(hyperparameter, "sequence", ()):
+            config = {**constants, name: value}
+            models[str(value)] = space.overrides(config)
+    return models

@@ -1,0 +1,30 @@
+"""``noise``: the default model with the final comparison's seeds, the seed noise every comparison is read against."""
+
+from __future__ import annotations
+
+import math
+
+from fairnas.study import claims as verdicts
+from fairnas.study.context import StudyContext
+from fairnas.study.report import StageReport
+from fairnas.study.stages.shared import crashes
+
+
+def run(context: StudyContext) -> StageReport:
+    runs = context.train(context.specs([context.default], context.noise_seeds), "noise")
+    noise = verdicts.seed_noise(runs, context.default)
+    table = context.files.table("noise", noise)
+    findings = [
+        f"{row['metric']} of {context.default}: {verdicts.fmt(row['mean'], row['seed s.e.'])} (seed s.d. "
+        f"{row['seed s.d.']:.3f}) over {row['seeds']} seeds"
+        for row in noise.to_dict("records")
+    ]
+    return StageReport(
+        "noise",
+        "Seed noise of the default model",
+        "How much one model moves with its training seed: every difference below is read against it.",
+        findings + crashes(runs),
+        {"noise": table},
+        {},
+        math.nan,
+    )

@@ -1,0 +1,56 @@
+"""``robustness``: AdvERM against plain training of the default model (Sec. 2.9); robustness bias from DeepFool."""
+
+from __future__ import annotations
+
+import math
+
+from fairnas.study import claims as verdicts
+from fairnas.study.context import StudyContext
+from fairnas.study.report import StageReport
+from fairnas.study.runs import RunSpec
+from fairnas.study.stages.shared import crashes
+
+ARMS = {"plain": ["eval.robustness_bias=true"], "AdvERM": ["regularizer=robustness_bias"]}
+"""The two trainings compared (their ``mitigation`` column) and their overrides."""
+
+
+def run(context: StudyContext) -> StageReport:
+    settings = context.settings.robustness
+    seeds = list(range(settings.seeds))
+    default = context.default
+    specs = [
+        RunSpec(
+            default,
+            "default",
+            context.models[default][1],
+            seed,
+            mitigation=arm,
+            extra=(*overrides, *settings.overrides),
+        )
+        for arm, overrides in ARMS.items()
+        for seed in seeds
+    ]
+    runs = context.train(specs, "robustness")
+    context.claims.extend(
+        verdicts.lowers(
+            runs,
+            default,
+            "AdvERM",
+            f"{split}/robustness_bias",
+            claim_id=f"robustness/adverm/default/{split}",
+            label="AdvERM",
+            baseline="plain",
+        )
+        for split in ("val", "test")
+    )
+    table = context.files.table("robustness", runs)
+    return StageReport(
+        "robustness",
+        "AdvERM against plain training (Sec. 2.9)",
+        "Robustness bias (the largest group gap of the distance to the decision boundary, DeepFool) of the "
+        f"default model with and without the AdvERM regulariser, seeds {seeds}, paired.",
+        crashes(runs),
+        {"robustness": table},
+        {},
+        math.nan,
+    )

@@ -1,0 +1,84 @@
+"""What several stages share: the models they compare, the dominance claims, the models' table and the crashed
+runs' finding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from fairnas.study import claims as verdicts
+from fairnas.study.context import StudyContext
+from fairnas.study.report import scatter_figure
+
+
+def best_hand_designed(context: StudyContext, count: int) -> list[str]:
+    """The ``count`` hand-designed models of lowest mean validation error in the sweep."""
+    names = [name for name, (kind, _) in context.models.items() if kind == "hand-designed"]
+    sweep = context.rows("sweep", names)
+    if sweep.empty or not count:
+        return []
+    means = verdicts.successful(sweep).groupby("model")["val/error"].mean().sort_values()
+    return list(means.index[:count])
+
+
+def chosen(context: StudyContext) -> list[str]:
+    """The models mitigations and transfer compare: the default, the searched model of lowest mean validation
+    error in the final comparison and the best hand-designed one."""
+    final = verdicts.successful(context.rows("final", list(context.models)))
+    means = final.groupby(["model", "kind"])["val/error"].mean().reset_index().sort_values("val/error")
+    models = [context.default]
+    for kind in ("searched", "hand-designed"):
+        rows = means[means["kind"] == kind]
+        models += list(rows["model"][:1])
+    return models
+
+
+def dominance(context: StudyContext, runs: pd.DataFrame, stage: str, data: str) -> None:
+    """Claims: the searched candidate dominates the default model and each compared hand-designed model, on the
+    validation and the test split. Claim ids name the baseline by kind (``hand-designed-2``: the second best)."""
+    hand_designed = [model for model in chosen(context)[1:] if context.models[model][0] == "hand-designed"]
+    if stage == "final":
+        hand_designed = best_hand_designed(context, context.settings.final.hand_designed)
+    baselines = {context.default: "default"} | {
+        model: "hand-designed" + ("" if rank == 1 else f"-{rank}") for rank, model in enumerate(hand_designed, 1)
+    }
+    present = set(runs["model"])
+    context.claims.extend(
+        verdicts.dominance(
+            runs, candidate, baseline, claim_id=f"{stage}/dominates/{kind}/{split}", split=split, data=data
+        )
+        for candidate in context.searched
+        if candidate in present
+        for baseline, kind in baselines.items()
+        if baseline in present
+        for split in ("val", "test")
+    )
+
+
+def models_table(
+    context: StudyContext, runs: pd.DataFrame, name: str, data: str, split: str, title: str
+) -> tuple[Path, Path]:
+    """The models' means ± s.e. over seeds as a table, a figure and (for W&B) a native scatter plot of ``split``."""
+    summary = verdicts.model_summary(runs, data=data)
+    context.scatters.append(
+        (
+            f"{name}_front",
+            summary,
+            f"{split}/error_mean",
+            f"{split}/rank_disparity_mean",
+            f"{title}: {split} error vs rank disparity (means over seeds)",
+        )
+    )
+    return context.files.table(name, summary), context.files.figure(name, scatter_figure(summary, title))
+
+
+def crashes(runs: pd.DataFrame) -> list[str]:
+    """A finding naming the crashed runs of a stage (none when every run finished)."""
+    failed = verdicts.failed(runs)
+    if not len(failed):
+        return []
+    return [
+        f"{len(failed)} of {len(runs)} runs crashed and are left out of this stage's numbers: "
+        + "; ".join(f"{row.model} seed {row.seed}: {row.error_message}" for row in failed.itertuples())
+    ]

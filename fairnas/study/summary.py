@@ -1,0 +1,87 @@
+"""A study's summary, written when its stages are done: ``claims.csv`` (every claim decided together: Holm's
+correction spans the primary ones), ``runs.csv``, the forest plot, and the pages ``report.md`` and ``report.html``
+with each stage's claims leading its findings."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+
+import pandas as pd
+from omegaconf import OmegaConf
+
+from fairnas.study import claims as verdicts
+from fairnas.study.context import StudyContext
+from fairnas.study.inference import min_seeds
+from fairnas.study.report import StageReport, forest_figure, write_pages
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class Summary:
+    """What the summary wrote: the report's ``stages`` (the claims' overview first), the HTML ``page``, the decided
+    ``claims``, each stage's minutes and how many claims hold."""
+
+    stages: list[StageReport]
+    page: Path
+    claims: pd.DataFrame
+    minutes: dict[str, float]
+    holding: int
+
+
+def write_summary(context: StudyContext) -> Summary:
+    """Decide every claim and write the tables, the forest plot and the pages."""
+    settings = context.claim_settings
+    claims = verdicts.decide(context.claims, settings)
+    context.files.table("runs", context.runs)
+    context.files.table("claims", claims)
+    for stage in context.reports:  # each stage's claims lead its findings, with their verdicts
+        stage.findings[:0] = [
+            verdicts.finding(row, settings.power) for row in claims[claims["stage"] == stage.name].to_dict("records")
+        ]
+    times = {stage.name: stage.seconds for stage in context.reports}
+    holding = int((claims["verdict"] == verdicts.HOLDS).sum())
+    primary = claims[claims["family"] == verdicts.PRIMARY]
+    rule = (
+        f"one-sided paired t-tests; the primary claims' family-wise error rate held at {settings.alpha:g} by Holm's "
+        f"method, exploratory claims unadjusted; no claim holds on fewer than {min_seeds(settings.alpha)} seeds"
+    )
+    counts = claims.groupby(["family", "verdict"]).size()
+    tally = "; ".join(
+        f"{family}: " + ", ".join(f"{count} {verdict}" for verdict, count in counts[family].items())
+        for family in (verdicts.PRIMARY, verdicts.EXPLORATORY)
+        if family in counts.index.get_level_values(0)
+    )
+    header = {
+        "training overrides": " ".join(context.base),
+        "stages (minutes)": ", ".join(f"{name} {seconds / 60:.1f}" for name, seconds in times.items()),
+        "primary claims holding": f"{(primary['verdict'] == verdicts.HOLDS).sum()} of {len(primary)} ({rule}); "
+        f"all claims: {holding} of {len(claims)}",
+    }
+    unmatched = settings.unmatched(list(claims["id"]))
+    if unmatched:  # a typo would leave the paper's claims exploratory and unadjusted: say so where it is read
+        header["study.claims.primary"] = f"patterns that name no claim of this study: {unmatched}"
+        log.warning("study.claims.primary: %s name no claim of this study", unmatched)
+    forest = context.files.figure("claims_forest", forest_figure(claims))
+    overview = StageReport(
+        "claims",
+        "Claims",
+        "The forest plot shows every claim's effect in the claimed direction with its 95 % interval, in units of "
+        "its paired s.d. (right of 0: the claimed way), coloured by verdict; the table has the numbers, each "
+        "stage below its claims in words.",
+        [f"Verdicts ({rule}): {tally}."],
+        {"claims": context.output_dir / "claims.csv", "runs": context.output_dir / "runs.csv"},
+        {"claims_forest": forest},
+        sum(times.values()),
+    )
+    stages = [overview, *context.reports]
+    _, page = write_pages(
+        context.output_dir,
+        title=f"fairnas study: {context.cfg.name}",
+        header=header,
+        stages=stages,
+        config_yaml=OmegaConf.to_yaml(context.settings, resolve=True),
+    )
+    return Summary(stages, page, claims, {name: seconds / 60 for name, seconds in times.items()}, holding)
