@@ -43,15 +43,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from analytic import NoisyMultiFidelityProblem
 from botorch.acquisition.multi_objective.logei import _try_load_fused_kernel
 from ConfigSpace import ConfigurationSpace
 
+from fairnas.benchmarks.analytic import NoisyMultiFidelityProblem
 from fairnas.search import SearchSettings, config_id, load_space, run_search
-from fairnas.search.botorch import BotorchStrategy
 from fairnas.search.hypervolume import hypervolume
 from fairnas.search.pareto import final_trials
 from fairnas.search.records import TrialRecord
+from fairnas.search.strategies.botorch.strategy import BotorchStrategy
 from fairnas.search.trial import TrialOutcome
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -85,7 +85,7 @@ def settings(fidelity: str, cap: int | None, refit_every: int = 1, **extra: Any)
         initial_design_size=0,
         strategy="botorch",
         final={"seeds": 0},
-        botorch={"fidelity": fidelity, "max_observations": cap, "refit_every": refit_every, **extra},
+        options={"fidelity": fidelity, "max_observations": cap, "refit_every": refit_every, **extra},
     )
 
 
@@ -136,7 +136,7 @@ def answer_with(cap: int | None, refit_every: int, trials: int, seed: int, work_
         seed=seed,
         reference_point=REFERENCE,
         final={"seeds": 0},
-        botorch={"fidelity": "full", "max_observations": cap, "refit_every": refit_every},
+        options={"fidelity": "full", "max_observations": cap, "refit_every": refit_every},
     )
     result = run_search(
         ZDT1, ZDT1.configspace(), search, output_dir=work_dir / f"cap{cap}_refit{refit_every}" / f"seed{seed}"

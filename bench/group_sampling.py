@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
-from tabular import parse_shard
 
+from fairnas.benchmarks.cli import parse_shard
 from fairnas.config import compose_config
 from fairnas.io import write_csv_atomic, write_json_atomic
 from fairnas.tasks.train import train

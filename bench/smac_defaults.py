@@ -40,13 +40,16 @@ from unittest import mock
 import numpy as np
 import pandas as pd
 import torch
-from search_efficiency import PROBLEMS, Problem, consumed_curve, hypervolume_at, quiet_training_logs, run_method
 from smac import MultiFidelityFacade
 from smac.main.config_selector import ConfigSelector
 from smac.random_design.probability_design import ProbabilityRandomDesign
 from smac.runhistory.encoder import RunHistoryLogScaledEncoder
 from smac.runhistory.enumerations import StatusType
 
+from fairnas.benchmarks.cli import quiet_training_logs
+from fairnas.benchmarks.problems import PROBLEMS, Problem
+from fairnas.benchmarks.runner import consumed_curve, run_method
+from fairnas.benchmarks.summary import hypervolume_at
 from fairnas.io import write_csv_atomic
 
 
@@ -102,7 +105,7 @@ CANDIDATES = {
     "initial_design_5": Candidate("initial design of 5 configurations", {"initial_design_size": 5}),
     "random_share_0": Candidate("no interleaved random configurations (0.2)", patch=partial(random_design, 0.0)),
     "random_share_0.5": Candidate("half the configurations random (0.2)", patch=partial(random_design, 0.5)),
-    "rho_0.5": Candidate("ParEGO rho 0.5 (0.05)", {"rho": 0.5}),
+    "rho_0.5": Candidate("ParEGO rho 0.5 (0.05)", {"options": {"rho": 0.5}}),
     "bounds_model_budget": Candidate(
         "normalise with the surrogate budget's trials (all trials)", patch=model_budget_bounds
     ),

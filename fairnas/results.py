@@ -80,7 +80,8 @@ STRATEGIES = {
     "moasha": "MO-ASHA",
     "nsga2": "NSGA-II",
 }
-"""The strategy table's rows: method names of ``bench/search_efficiency.py`` and how the README calls them."""
+"""The strategy table's rows: method names of ``fairnas.benchmarks.methods`` (``bench/search_efficiency.py
+--methods``) and how the README calls them."""
 
 
 def strategy_table(folder: Path) -> str:

@@ -59,15 +59,12 @@ def trained_run(tmp_path_factory, cache_dir):
 
 @pytest.fixture(scope="session")
 def tabular(tmp_path_factory):
-    """``bench/tabular.py`` and a tiny table built with it (6 configurations x 2 seeds x 2 epochs, the space of
-    ``tests/test_bench_tabular.py``), built once for every bench test."""
-    import importlib
-    import sys
+    """``fairnas.benchmarks.tabular`` and a tiny table built with it (6 configurations x 2 seeds x 2 epochs, the
+    space of ``tests/test_bench_tabular.py``), built once for every bench test."""
+    from fairnas.benchmarks import tabular as module
+    from fairnas.tasks.train import train
+    from tests.test_bench_tabular import SPACE, TINY
 
-    from tests.test_bench_tabular import BENCH, SPACE, TINY
-
-    sys.path.insert(0, str(BENCH))
-    module = importlib.import_module("tabular")
     folder = tmp_path_factory.mktemp("table")
     (folder / "space.yaml").write_text(SPACE)
     cache = tmp_path_factory.mktemp("cache")
@@ -75,6 +72,7 @@ def tabular(tmp_path_factory):
         "tiny",
         [*TINY, f"paths.cache_dir={cache}"],
         folder / "runs",
+        train,
         tables=folder,
         space_file=folder / "space.yaml",
         max_budget=2,

@@ -1,31 +1,23 @@
-"""bench/search_efficiency.py: compute metering, equal-consumed-budget runs of every method, the summary and the
-figure, on the analytic and BoTorch problems."""
+"""fairnas.benchmarks and bench/search_efficiency.py: compute metering, equal-consumed-budget runs of every method,
+the summary and the figure, on the analytic and BoTorch problems."""
 
 import dataclasses
-import importlib
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+from bench import search_efficiency, smac_defaults
+from fairnas.benchmarks import compute_meter as meter
+from fairnas.benchmarks.figure import efficiency_figure, volume_on_grid
+from fairnas.benchmarks.methods import DEFAULT_METHODS, METHODS
+from fairnas.benchmarks.problems import PROBLEMS, analytic_problem, table_problem
+from fairnas.benchmarks.runner import benchmark, run_method
+from fairnas.benchmarks.summary import format_table, hypervolume_at, summarize
 
 
-@pytest.fixture
-def bench(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCH))
-    return importlib.import_module("search_efficiency")
-
-
-@pytest.fixture
-def meter(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCH))
-    return importlib.import_module("_compute_meter")
-
-
-def test_retraining_cost_charges_only_the_new_epochs_when_continuing(meter):
+def test_retraining_cost_charges_only_the_new_epochs_when_continuing():
     config = {"x0": 0.5}
     continuing, scratch = meter.RetrainingCost(True), meter.RetrainingCost(False)
     assert [continuing(config, 0, budget) for budget in (1, 2, 4)] == [1, 1, 2]
@@ -34,7 +26,7 @@ def test_retraining_cost_charges_only_the_new_epochs_when_continuing(meter):
     assert continuing({"x0": 0.6}, 0, 2) == 2
 
 
-def test_metered_target_stops_starting_calls_at_the_consumed_limit(meter):
+def test_metered_target_stops_starting_calls_at_the_consumed_limit():
     metered = meter.MeteredTarget(lambda config, seed, budget: {"f": budget}, meter.RetrainingCost(False), limit=5)
     assert metered({"x": 1}, 0, 4) == {"f": 4}
     metered({"x": 2}, 0, 4)  # starts below the limit, ends past it
@@ -47,7 +39,7 @@ def test_metered_target_stops_starting_calls_at_the_consumed_limit(meter):
         metered.costs_of(trials.iloc[::-1])
 
 
-def test_epochs_trained_charges_each_finished_run_once_from_its_record(meter, tmp_path):
+def test_epochs_trained_charges_each_finished_run_once_from_its_record(tmp_path):
     from fairnas.tasks.search_target import TRIAL_FILE, trial_dir
 
     config = {"op0": 3}
@@ -55,14 +47,14 @@ def test_epochs_trained_charges_each_finished_run_once_from_its_record(meter, tm
         record = trial_dir(tmp_path, config, 1, budget) / TRIAL_FILE
         record.parent.mkdir(parents=True)
         record.write_text(json.dumps({"epochs_run": epochs_run}))
-    trained = meter.EpochsTrained(tmp_path)
+    trained = search_efficiency.EpochsTrained(tmp_path)
     assert [trained(config, 1, 2), trained(config, 1, 4), trained(config, 1, 4)] == [2, 2, 0]  # read back: free
     assert trained(config, 1, 1) == 0 and trained(config, 0, 2) == 0  # crashed / never trained: no record
 
 
-def test_an_interrupted_benchmark_run_resumes_with_its_trials_charged(bench, tmp_path):
-    problem = bench.analytic_problem()
-    whole = bench.run_method(problem, "smac", seed=0, total_budget=24, run_dir=tmp_path / "whole")
+def test_an_interrupted_benchmark_run_resumes_with_its_trials_charged(tmp_path):
+    problem = analytic_problem()
+    whole = run_method(problem, "smac", seed=0, total_budget=24, run_dir=tmp_path / "whole")
 
     class Killed(BaseException):  # like SIGKILL: nothing of the search handles it
         pass
@@ -81,10 +73,10 @@ def test_an_interrupted_benchmark_run_resumes_with_its_trials_charged(bench, tmp
         return call, cost
 
     with pytest.raises(Killed):
-        bench.run_method(
+        run_method(
             dataclasses.replace(problem, make_target=dying_target), "smac", seed=0, total_budget=24, run_dir=tmp_path
         )
-    resumed = bench.run_method(problem, "smac", seed=0, total_budget=24, run_dir=tmp_path)
+    resumed = run_method(problem, "smac", seed=0, total_budget=24, run_dir=tmp_path)
     assert resumed["config_id"].iloc[:5].tolist() == whole["config_id"].iloc[:5].tolist()
     assert resumed["cost"].iloc[:5].tolist() == whole["cost"].iloc[:5].tolist()  # the first invocation's charges
     consumed = resumed["cost"].cumsum().to_numpy()
@@ -92,11 +84,11 @@ def test_an_interrupted_benchmark_run_resumes_with_its_trials_charged(bench, tmp
 
 
 @pytest.mark.parametrize("methods", [("smac", "smac_scratch", "random"), ("random", "moasha", "nsga2")])
-def test_benchmark_runs_every_method_to_the_same_consumed_budget(bench, tmp_path, methods):
+def test_benchmark_runs_every_method_to_the_same_consumed_budget(tmp_path, methods):
     if "moasha" in methods:
         pytest.importorskip("syne_tune")
-    problem = bench.analytic_problem()
-    runs = bench.benchmark(problem, methods=methods, seeds=[0], total_budget=24, work_dir=tmp_path)
+    problem = analytic_problem()
+    runs = benchmark(problem, methods=methods, seeds=[0], total_budget=24, work_dir=tmp_path)
     assert list(runs["method"].unique()) == list(methods)
     for method, run in runs.groupby("method"):
         consumed = run["consumed_budget"].to_numpy()
@@ -123,7 +115,7 @@ def test_benchmark_runs_every_method_to_the_same_consumed_budget(bench, tmp_path
         assert (nsga2["budget"] == problem.max_budget).all() and (nsga2["cost"] == nsga2["budget"]).all()
 
 
-def test_summary_reads_hypervolume_at_the_budget_and_the_budget_to_reach_random(bench):
+def test_summary_reads_hypervolume_at_the_budget_and_the_budget_to_reach_random():
     curve = lambda method, seed, consumed, volume: pd.DataFrame(  # noqa: E731
         {"method": method, "seed": seed, "consumed_budget": consumed, "hypervolume": volume, "run_wall_time_s": 1.0}
     )
@@ -135,7 +127,7 @@ def test_summary_reads_hypervolume_at_the_budget_and_the_budget_to_reach_random(
             curve("smac", 1, [4, 16], [0.5, 1.0]),
         ]
     )
-    summary = bench.summarize(runs, total_budget=16).set_index("method")
+    summary = summarize(runs, total_budget=16).set_index("method")
     assert summary.attrs["random_hypervolume"] == pytest.approx(3.0)
     assert summary.loc["random", "hv_mean"] == pytest.approx(3.0)
     assert summary.loc["smac", "hv_mean"] == pytest.approx(2.25)
@@ -146,27 +138,25 @@ def test_summary_reads_hypervolume_at_the_budget_and_the_budget_to_reach_random(
     # paired by seed: 3.5 - 2.0 and 1.0 - 4.0
     assert summary.loc["smac", "diff_mean"] == pytest.approx(-0.75) and summary.loc["smac", "ahead"] == 1
     assert summary.loc["smac", "diff_sem"] == pytest.approx(np.std([1.5, -3.0], ddof=1) / np.sqrt(2))
-    shares = bench.summarize(runs, 16, max_hypervolume=6.0).set_index("method")
+    shares = summarize(runs, 16, max_hypervolume=6.0).set_index("method")
     assert shares.loc["random", "share_mean"] == pytest.approx(0.5)
-    table = bench.format_table(bench.summarize(runs, 16), bench.analytic_problem(), 16)
-    assert "| SMAC, continuing | 2.2500 ± 1.2500 |" in table and ">16 (1/2 seeds)" in table
+    table = format_table(summarize(runs, 16), analytic_problem(), 16)
+    assert "| SMAC | 2.2500 ± 1.2500 |" in table and ">16 (1/2 seeds)" in table
     assert "-0.7500 ± 2.2500 (-0.3 s.e.)" in table
 
 
-def test_bad_input_fails_before_any_trial(bench, tmp_path):
-    problem = bench.analytic_problem()
+def test_bad_input_fails_before_any_trial(tmp_path):
+    problem = analytic_problem()
     with pytest.raises(ValueError, match="unknown methods"):
-        bench.benchmark(problem, methods=["hyperband"], seeds=[0], total_budget=24, work_dir=tmp_path)
+        benchmark(problem, methods=["hyperband"], seeds=[0], total_budget=24, work_dir=tmp_path)
     with pytest.raises(ValueError, match="below one max-budget trial"):
-        bench.benchmark(problem, methods=["random"], seeds=[0], total_budget=4, work_dir=tmp_path)
+        benchmark(problem, methods=["random"], seeds=[0], total_budget=4, work_dir=tmp_path)
     assert not any(tmp_path.iterdir())
 
 
 @pytest.fixture
-def momf(monkeypatch):
-    pytest.importorskip("botorch")
-    monkeypatch.syspath_prepend(str(BENCH))
-    return importlib.import_module("botorch_problems")
+def momf():
+    return pytest.importorskip("fairnas.benchmarks.botorch_problems")
 
 
 @pytest.mark.parametrize("name", ["momf_branin_currin", "momf_park"])
@@ -191,22 +181,20 @@ def test_momf_target_minimises_botorchs_maximised_objectives_at_the_budgets_fide
 
 
 @pytest.mark.parametrize("name", ["momf_branin_currin", "momf_park"])
-def test_momf_problems_run_every_method_and_report_the_share_of_botorchs_maximum(bench, momf, tmp_path, name):
-    problem = bench.PROBLEMS[name]()
+def test_momf_problems_run_every_method_and_report_the_share_of_botorchs_maximum(momf, tmp_path, name):
+    problem = PROBLEMS[name]()
     assert problem.reference_point == (0.0, 0.0) and problem.max_hypervolume > 0
-    runs = bench.benchmark(
-        problem, methods=["smac", "random", "nsga2"], seeds=[0, 1], total_budget=24, work_dir=tmp_path
-    )
-    summary = bench.summarize(runs, 24, problem.max_hypervolume).set_index("method")
+    runs = benchmark(problem, methods=["smac", "random", "nsga2"], seeds=[0, 1], total_budget=24, work_dir=tmp_path)
+    summary = summarize(runs, 24, problem.max_hypervolume).set_index("method")
     assert (summary["share_mean"] < 1).all() and summary.loc["random", "share_mean"] > 0
-    assert "| NSGA-II |" in bench.format_table(summary.reset_index(), problem, 24)
+    assert "| NSGA-II |" in format_table(summary.reset_index(), problem, 24)
 
 
-def test_the_figure_has_a_panel_per_problem_with_a_band_per_method(bench, tmp_path):
-    problem = bench.analytic_problem()
-    runs = bench.benchmark(problem, methods=["random", "nsga2"], seeds=[0, 1], total_budget=24, work_dir=tmp_path)
-    labels = {name: method.label for name, method in bench.METHODS.items()}
-    figure = bench.efficiency_figure([problem, problem], [runs, runs], [24, 24], labels)
+def test_the_figure_has_a_panel_per_problem_with_a_band_per_method(tmp_path):
+    problem = analytic_problem()
+    runs = benchmark(problem, methods=["random", "nsga2"], seeds=[0, 1], total_budget=24, work_dir=tmp_path)
+    labels = {name: method.label for name, method in METHODS.items()}
+    figure = efficiency_figure([problem, problem], [runs, runs], [24, 24], labels)
     axes = [axis for axis in figure.axes if axis.get_visible()]
     assert len(axes) == 2 and [line.get_label() for line in axes[0].lines] == ["random search", "NSGA-II"]
     assert len(axes[0].collections) == 2  # the ± s.e. bands
@@ -214,11 +202,11 @@ def test_the_figure_has_a_panel_per_problem_with_a_band_per_method(bench, tmp_pa
     figure.savefig(tmp_path / "figure.png", dpi=50)
     grid = np.array([0.0, 8.0, 23.0, 24.0])
     curve = runs[(runs["method"] == "random") & (runs["seed"] == 0)]
-    assert bench.volume_on_grid(curve, grid).tolist() == [0.0, *(bench.hypervolume_at(curve, b) for b in grid[1:])]
+    assert volume_on_grid(curve, grid).tolist() == [0.0, *(hypervolume_at(curve, b) for b in grid[1:])]
 
 
-def test_the_main_writes_the_table_csv_and_figure(bench, tmp_path, capsys):
-    bench.main(
+def test_the_main_writes_the_table_csv_and_figure(tmp_path, capsys):
+    search_efficiency.main(
         [
             "--problem",
             "analytic",
@@ -246,32 +234,32 @@ def tiny_table(tabular):
     return tabular[1]
 
 
-def test_the_plain_botorch_loop_is_skipped_on_a_problem_it_cannot_run(bench, tmp_path, capsys):
-    problem = bench.analytic_problem()
-    runs = bench.benchmark(problem, methods=["random", "reference_full"], seeds=[0], total_budget=16, work_dir=tmp_path)
+def test_the_plain_botorch_loop_is_skipped_on_a_problem_it_cannot_run(tmp_path, capsys):
+    problem = analytic_problem()
+    runs = benchmark(problem, methods=["random", "reference_full"], seeds=[0], total_budget=16, work_dir=tmp_path)
     assert set(runs["method"]) == {"random"}
     assert "analytic: ['reference_full'] skipped, they run on the BoTorch problems only" in capsys.readouterr().err
     with pytest.raises(ValueError, match="runs on the BoTorch problems only, not on analytic"):
-        bench.run_method(problem, "reference_full", seed=0, total_budget=16, run_dir=tmp_path / "reference")
+        run_method(problem, "reference_full", seed=0, total_budget=16, run_dir=tmp_path / "reference")
 
 
-def test_every_method_searches_the_table(bench, tiny_table, tmp_path):
+def test_every_method_searches_the_table(tiny_table, tmp_path):
     pytest.importorskip("syne_tune")
-    problem = bench.table_problem("tiny", tables=tiny_table)
-    runs = bench.benchmark(problem, methods=bench.DEFAULT_METHODS, seeds=[0, 1], total_budget=8, work_dir=tmp_path)
-    assert set(runs["method"]) == set(bench.DEFAULT_METHODS) and set(runs["budget"]) <= {1.0, 2.0}
-    summary = bench.summarize(runs, 8, problem.max_hypervolume).set_index("method")
+    problem = table_problem("tiny", tables=tiny_table)
+    runs = benchmark(problem, methods=DEFAULT_METHODS, seeds=[0, 1], total_budget=8, work_dir=tmp_path)
+    assert set(runs["method"]) == set(DEFAULT_METHODS) and set(runs["budget"]) <= {1.0, 2.0}
+    summary = summarize(runs, 8, problem.max_hypervolume).set_index("method")
     assert (summary["share_mean"] > 0).all()  # observed single-seed values may beat the table's front of means
-    labels = {name: method.label for name, method in bench.METHODS.items()}
-    figure = bench.efficiency_figure([problem], [runs], [8], labels)
+    labels = {name: method.label for name, method in METHODS.items()}
+    figure = efficiency_figure([problem], [runs], [8], labels)
     assert figure.axes[0].get_title() == "table:tiny (2 seeds)"
 
 
-def test_smac_candidates_change_one_thing_and_are_compared_paired_with_the_default(bench, tmp_path):
-    defaults = importlib.import_module("smac_defaults")
+def test_smac_candidates_change_one_thing_and_are_compared_paired_with_the_default(tmp_path):
+    defaults = smac_defaults
     from smac import MultiFidelityFacade, Scenario
 
-    scenario = Scenario(bench.analytic_problem().space.configspace, objectives=["f1", "f2"], output_directory=tmp_path)
+    scenario = Scenario(analytic_problem().space.configspace, objectives=["f1", "f2"], output_directory=tmp_path)
     with defaults.CANDIDATES["random_share_0.5"].patch():
         assert MultiFidelityFacade.get_random_design(scenario)._probability == 0.5
     with defaults.CANDIDATES["weights_per_proposal"].patch():
@@ -280,7 +268,7 @@ def test_smac_candidates_change_one_thing_and_are_compared_paired_with_the_defau
         assert isinstance(MultiFidelityFacade.get_runhistory_encoder(scenario), defaults.ModelBudgetBoundsEncoder)
     assert MultiFidelityFacade.get_random_design(scenario)._probability == 0.2  # patched for the run only
 
-    problem = bench.analytic_problem()
+    problem = analytic_problem()
     results = pd.concat(
         [
             defaults.run_candidate(problem, name, seeds=[0, 1], total_budget=24, work_dir=tmp_path)

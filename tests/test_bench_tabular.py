@@ -1,17 +1,21 @@
-"""bench/tabular.py: a table of every configuration's per-epoch metrics, and searches over it."""
+"""fairnas.benchmarks.tabular and .tables: a table of every configuration's per-epoch metrics, and searches over
+it."""
 
 from __future__ import annotations
 
-import importlib
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from fairnas.search import config_id
+from fairnas.benchmarks.answer_quality import answer
+from fairnas.benchmarks.problems import table_problem
+from fairnas.benchmarks.runner import benchmark
+from fairnas.benchmarks.summary import answer_quality, format_quality, summarize
+from fairnas.benchmarks.tables import load_table, names
+from fairnas.search import config_id, load_space
+from fairnas.search.settings import FinalSettings
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
 TINY = [
     "data.table.n_identities=40",
     "data.table.images_per_identity=4",
@@ -36,7 +40,7 @@ conditions:
 
 def test_the_grid_holds_every_configuration_once_with_its_conditions(tabular):
     module, folder = tabular
-    configs = list(module.grid(module.load_space(folder / "space.yaml")))
+    configs = list(module.grid(load_space(folder / "space.yaml")))
     assert len(configs) == 6 and len({config_id(c) for c in configs}) == 6
     assert {tuple(sorted(c)) for c in configs} == {
         ("head", "lr_adamw", "op0", "op1", "op2", "optimizer"),
@@ -45,8 +49,8 @@ def test_the_grid_holds_every_configuration_once_with_its_conditions(tabular):
 
 
 def test_table_has_every_configuration_and_epoch_with_val_and_test_metrics(tabular):
-    module, folder = tabular
-    table, spec = module.load_table("tiny", folder)
+    _, folder = tabular
+    table, spec = load_table("tiny", folder)
     assert len(table) == 24 and sorted(table["epoch"].unique()) == [1, 2] and spec["seeds"] == [0, 1]
     assert table.groupby(["config_id", "seed"]).size().eq(2).all()
     for split in ("val", "test"):
@@ -62,20 +66,22 @@ def test_table_has_every_configuration_and_epoch_with_val_and_test_metrics(tabul
     )
 
 
-def test_a_rebuild_reads_finished_runs_back(tabular, monkeypatch):
+def test_a_rebuild_reads_finished_runs_back(tabular):
     module, folder = tabular
-    monkeypatch.setattr(module, "train", lambda cfg: pytest.fail("trained again"))
+
+    def train(cfg):
+        pytest.fail("trained again")
+
     again = module.build(
-        "tiny", TINY, folder / "runs", tables=folder, space_file=folder / "space.yaml", max_budget=2, seeds=2
+        "tiny", TINY, folder / "runs", train, tables=folder, space_file=folder / "space.yaml", max_budget=2, seeds=2
     )
     assert len(again) == 24
 
 
 def test_searches_over_the_table_look_up_and_report_the_share_of_its_front(tabular, tmp_path):
-    module, folder = tabular
-    bench = importlib.import_module("search_efficiency")
-    problem = bench.table_problem("tiny", tables=folder)
-    table, _ = module.load_table("tiny", folder)
+    _, folder = tabular
+    problem = table_problem("tiny", tables=folder)
+    table, _ = load_table("tiny", folder)
     config = json.loads(table["config"].iloc[3])
     target, _ = problem.make_target(tmp_path, True, 5)
     first, second = problem.truth.seed_order(5)
@@ -88,8 +94,8 @@ def test_searches_over_the_table_look_up_and_report_the_share_of_its_front(tabul
     assert target(config, 0, 1.0)["error"] == rows.loc[second, "val/error"] and target.assigned == {7: first, 0: second}
     with pytest.raises(ValueError, match="the table holds 2 training seeds"):
         target(config, 3, 1.0)
-    runs = bench.benchmark(problem, methods=["smac", "random"], seeds=[0, 1], total_budget=8, work_dir=tmp_path)
-    summary = bench.summarize(runs, 8, problem.max_hypervolume).set_index("method")
+    runs = benchmark(problem, methods=["smac", "random"], seeds=[0, 1], total_budget=8, work_dir=tmp_path)
+    summary = summarize(runs, 8, problem.max_hypervolume).set_index("method")
     # observed values are single seeds' and may beat the true front (means): shares above 1 are the noise's optimism
     assert (summary["share_mean"] > 0).all()
     assert summary.loc["random", "seeds"] == 2 and pd.notna(summary.loc["smac", "diff_mean"])
@@ -99,7 +105,8 @@ def test_the_biased_preset_serves_its_minority_worse_in_every_learning_configura
     """The committed table of ``experiment=showcase`` (``data=synthetic_biased``: g1 a 25 % training minority that
     looks more alike): every configuration that learns errs more, and ranks the true identity lower, on g1 than on
     g0. (On the tiny sets of the default suite models stay near chance and such gaps are seed noise.)"""
-    table = pd.read_csv(Path(__file__).resolve().parents[1] / "bench" / "tables" / "dpn_showcase.csv")
+    assert names() == ["dpn_showcase", "dpn_showcase_noisy"]  # shipped as package data
+    table, _ = load_table("dpn_showcase")
     final = table[(table["epoch"] == table["epoch"].max()) & (table["val/error"] < 0.9)]
     assert len(final) >= 100
     for split in ("val", "test"):
@@ -110,11 +117,10 @@ def test_the_biased_preset_serves_its_minority_worse_in_every_learning_configura
 def test_the_final_stage_is_charged_within_the_budget_and_answers_are_judged_at_the_true_values(tabular, tmp_path):
     """On a noisy table a method with the final stage searches less and re-trains its candidates with the table's
     other seed; every answer is judged at the means over the table's seeds, and on the seeds it never read."""
-    module, folder = tabular
-    bench = importlib.import_module("search_efficiency")
-    problem = bench.table_problem("tiny", tables=folder)
-    final = bench.FinalSettings(top_k=2, seeds=1)
-    runs = bench.benchmark(
+    _, folder = tabular
+    problem = table_problem("tiny", tables=folder)
+    final = FinalSettings(top_k=2, seeds=1)
+    runs = benchmark(
         problem, methods=["random", "random+final"], seeds=[0, 1], total_budget=12, work_dir=tmp_path, final=final
     )
     with_final = runs[runs["method"] == "random+final"]
@@ -122,16 +128,16 @@ def test_the_final_stage_is_charged_within_the_budget_and_answers_are_judged_at_
         assert run["cost"].sum() <= 12 + problem.max_budget and (run["stage"] == "final").sum() == 2
         assert run[run["stage"] == "search"]["cost"].sum() >= 12 - 4  # the search left the stage its 4 epochs
         assert run["training_seed"].nunique() == 2  # its trials' seed, then one fresh seed
-    quality = bench.answer_quality(runs, problem)
+    quality = answer_quality(runs, problem)
     assert set(quality["method"]) == {"random", "random+final"} and len(quality) == 4
     assert quality["true_share"].between(0, 1 + 1e-9).all()
     truth = problem.truth.values()
     assert set(quality["pick_error"]).issubset(set(truth["error"]))
     for row in quality.itertuples():  # the gap: the pick's true error less the error its run reported for it
         run = runs[(runs["method"] == row.method) & (runs["seed"] == row.seed)]
-        returned = bench.answer(run, problem.objectives, problem.max_budget)
+        returned = answer(run, problem.objectives, problem.max_budget)
         assert row.pick_error_gap == pytest.approx(row.pick_error - returned["error"].iloc[0])
     held = quality.set_index("method")
     assert held.loc["random", "heldout_true_share"].notna().all()  # random read one seed of two
     assert held.loc["random+final", "heldout_true_share"].isna().all()  # it read both
-    assert "| random search + final stage |" in bench.format_quality(quality, problem, 12)
+    assert "| random search + final stage |" in format_quality(quality, problem, 12)

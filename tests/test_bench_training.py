@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import importlib
-from pathlib import Path
-
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+from bench import training_speed
 
 
 @pytest.mark.filterwarnings("ignore")
-def test_training_speed_reports_both_loops_and_every_model_variant(capsys, monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCH))
-    tables = importlib.import_module("training_speed").main(
+def test_training_speed_reports_both_loops_and_every_model_variant(capsys):
+    tables = training_speed.main(
         ["--steps", "1", "--warmup", "1", "--batch-size", "2", "--loop-image-size", "32", "--channels-last"]
     )
     loop, models = tables["loop"], tables["models"]
@@ -27,8 +23,7 @@ def test_training_speed_reports_both_loops_and_every_model_variant(capsys, monke
 
 @pytest.mark.filterwarnings("ignore")
 def test_training_speed_showcase_part_times_every_showcase_model_in_both_memory_formats(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCH))
-    module = importlib.import_module("training_speed")
+    module = training_speed
     models = {name: module.SHOWCASE_MODELS[name] for name in ("default DPN (3-0-1)", "resnet18")}
     monkeypatch.setattr(module, "SHOWCASE_MODELS", models)
     table = module.main(["--parts", "showcase", "--steps", "1", "--warmup", "1", "--batch-size", "2"])["showcase"]

@@ -104,7 +104,7 @@ CASES = [
     ("search", ["search.final.seeds=-1"], r"error: search.final.seeds must be an integer >= 0, got -1$"),
     ("search", ["search.final.top_k=0"], r"error: search.final.top_k must be an integer >= 1, got 0$"),
     ("search", ["+search.final.repeats=2"], r"error: unknown search.final settings \['repeats'\]; allowed"),
-    ("search", ["search.n_seeds=2", "search.strategy=random"], r"error: search.n_seeds=2 needs search.strategy=smac"),
+    ("search", ["search.n_seeds=2"], r"error: search.n_seeds is now search.smac.n_seeds$"),
     (
         "search",
         ["search.space={files}/syntax_error.yaml"],

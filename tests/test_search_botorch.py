@@ -25,10 +25,10 @@ from tests.test_search_strategies import MIXED_SPACE, _mixed_target
 
 pytest.importorskip("botorch")
 
-from fairnas.search.botorch import BotorchStrategy
-from fairnas.search.botorch import model as gp
-from fairnas.search.botorch.encoding import SpaceEncoding
-from fairnas.search.botorch.model import ImputeInactive, OneHotCategoricalKernel
+from fairnas.search.strategies.botorch import model as gp
+from fairnas.search.strategies.botorch.encoding import SpaceEncoding
+from fairnas.search.strategies.botorch.model import ImputeInactive, OneHotCategoricalKernel
+from fairnas.search.strategies.botorch.strategy import BotorchStrategy
 
 SMALL = {"raw_samples": 16, "num_restarts": 2, "mc_samples": 16, "fit_maxiter": 50}
 FIDELITIES = ["full", "early_stop", "momf"]
@@ -36,12 +36,12 @@ FIDELITIES = ["full", "early_stop", "momf"]
 
 def _botorch(tmp_path, fidelity="full", botorch=None, **overrides):
     options = {"fidelity": fidelity, **SMALL, **(botorch or {})}
-    return _search(tmp_path, strategy="botorch", botorch=options, **overrides)
+    return _search(tmp_path, strategy="botorch", options=options, **overrides)
 
 
 def _settings(**overrides):
     values = {"min_budget": 1, "max_budget": 4, "n_trials": 20, "strategy": "botorch", "final": {"seeds": 0}}
-    values["botorch"] = {**SMALL, **values.pop("botorch", {}), **overrides.pop("botorch", {})}
+    values["options"] = {**SMALL, **overrides.pop("botorch", {})}
     return SearchSettings(ZDT1.objectives, **(values | overrides))
 
 
@@ -165,7 +165,7 @@ def test_a_small_space_is_searched_until_exhausted_without_repeats(tmp_path):
 
 
 def test_pending_trials_enter_the_acquisition_and_are_never_proposed_twice(monkeypatch):
-    from fairnas.search.botorch import model
+    from fairnas.search.strategies.botorch import model
 
     strategy = BotorchStrategy(ZDT1.configspace(), _settings(initial_design_size=3))
     for _ in range(3):
@@ -292,7 +292,7 @@ def test_two_dask_workers_run_the_trials(tmp_path):
 RESUME_SCRIPT = textwrap.dedent(
     """
     import sys, time
-    from bench.analytic import NoisyMultiFidelityProblem
+    from fairnas.benchmarks.analytic import NoisyMultiFidelityProblem
     from fairnas.search import SearchSettings, config_id, run_search
 
     problem = NoisyMultiFidelityProblem("zdt1", n_variables=3)
@@ -306,7 +306,7 @@ RESUME_SCRIPT = textwrap.dedent(
 
     settings = SearchSettings(problem.objectives, min_budget=1, max_budget=4, n_trials=14, strategy="botorch",
                               initial_design_size=3, final={"seeds": 0},
-                              botorch={"fidelity": "early_stop", "raw_samples": 16, "num_restarts": 2,
+                              options={"fidelity": "early_stop", "raw_samples": 16, "num_restarts": 2,
                                        "mc_samples": 16, "fit_maxiter": 50})
     run_search(target, problem.configspace(), settings, output_dir=output_dir)
     """
@@ -371,14 +371,14 @@ def test_sigkill_mid_search_then_rerun_continues_without_lost_or_repeated_trials
 )
 def test_bad_settings_are_named_in_one_line(botorch, message):
     with pytest.raises(ValueError) as error:
-        SearchSettings(ZDT1.objectives, min_budget=1, max_budget=4, n_trials=4, strategy="botorch", botorch=botorch)
+        SearchSettings(ZDT1.objectives, min_budget=1, max_budget=4, n_trials=4, strategy="botorch", options=botorch)
     assert str(error.value) == message
 
 
 def test_a_fidelity_variant_needs_two_budgets():
     with pytest.raises(ValueError, match=r"^search.botorch.fidelity=momf needs search.min_budget < search.max_budget$"):
         SearchSettings(
-            ZDT1.objectives, min_budget=4, max_budget=4, n_trials=4, strategy="botorch", botorch={"fidelity": "momf"}
+            ZDT1.objectives, min_budget=4, max_budget=4, n_trials=4, strategy="botorch", options={"fidelity": "momf"}
         )
 
 
@@ -386,7 +386,7 @@ def test_without_botorch_the_search_stops_before_any_trial_with_the_install_line
     for name in [name for name in sys.modules if name.split(".")[0] in ("botorch", "gpytorch")]:
         monkeypatch.setitem(sys.modules, name, None)  # importing it fails as if it were not installed
     monkeypatch.setitem(sys.modules, "botorch", None)
-    for name in [name for name in sys.modules if name.startswith("fairnas.search.botorch")]:
+    for name in [name for name in sys.modules if name.startswith("fairnas.search.strategies.botorch.")]:
         monkeypatch.delitem(sys.modules, name)
     with pytest.raises(ValueError) as error:
         _search(tmp_path, target=_never_called, strategy="botorch")

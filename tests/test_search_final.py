@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.analytic import NoisyMultiFidelityProblem
+from fairnas.benchmarks.analytic import NoisyMultiFidelityProblem
 from fairnas.search import SearchResult, SearchSettings, non_dominated_mask, run_search
 from fairnas.search.final import fresh_seeds, select_candidates
 
@@ -121,7 +121,7 @@ def test_final_stage_runs_on_the_dask_workers(tmp_path):
 SCRIPT = textwrap.dedent(
     """
     import sys, time
-    from bench.analytic import NoisyMultiFidelityProblem
+    from fairnas.benchmarks.analytic import NoisyMultiFidelityProblem
     from fairnas.search import SearchSettings, config_id, run_search
 
     problem = NoisyMultiFidelityProblem("zdt1", n_variables=3)
@@ -177,7 +177,7 @@ def test_sigkill_during_the_final_stage_then_rerun_loses_and_repeats_nothing(tmp
 
 
 def test_smac_n_seeds_trains_a_configuration_with_several_seeds_and_resumes(tmp_path):
-    settings = _settings(strategy="smac", n_trials=20, n_seeds=2, final={"seeds": 0})  # full budget only
+    settings = _settings(strategy="smac", n_trials=20, options={"n_seeds": 2}, final={"seeds": 0})  # full budget only
     result = run_search(ZDT1, ZDT1.configspace(), settings, output_dir=tmp_path / "a")
     trials = result.trials
     assert trials["seed"].nunique() == 2 and not trials.duplicated(["config_id", "budget", "seed"]).any()

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from ConfigSpace import Categorical, ConfigurationSpace, Float
 
-from bench.analytic import NoisyMultiFidelityProblem
+from fairnas.benchmarks.analytic import NoisyMultiFidelityProblem
 from fairnas.search import SearchResult, SearchSettings, non_dominated_mask, run_search
 
 SPACES = Path(__file__).resolve().parents[1] / "searchspaces"
@@ -143,8 +143,7 @@ def test_three_objectives_with_mean_aggregation(tmp_path):
         min_budget=1,
         max_budget=4,
         n_trials=12,
-        multi_objective="mean",
-        objective_weights=[1, 1, 2],
+        options={"multi_objective": "mean", "objective_weights": [1, 1, 2]},
         final={"seeds": 0},
     )
     result = run_search(dtlz2, dtlz2.configspace(), settings, output_dir=tmp_path / "search")

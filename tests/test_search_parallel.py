@@ -14,7 +14,7 @@ import time
 import pandas as pd
 import pytest
 
-from bench.analytic import NoisyMultiFidelityProblem
+from fairnas.benchmarks.analytic import NoisyMultiFidelityProblem
 from fairnas.search import SearchSettings, parallel, run_search
 from fairnas.search.parallel import open_pool
 

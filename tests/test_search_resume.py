@@ -1,5 +1,6 @@
 """Resuming a search after SIGKILL, with every strategy: no finished trial is lost, repeated or re-run."""
 
+import json
 import os
 import signal
 import subprocess
@@ -11,11 +12,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-REPOSITORY = Path(__file__).resolve().parents[1]  # the script imports bench.analytic from here
+from tests.test_search_strategies import OPTIONS, registered
+
+REPOSITORY = Path(__file__).resolve().parents[1]  # the script imports fairnas.benchmarks from here
 SCRIPT = textwrap.dedent(
     """
-    import sys, time
-    from bench.analytic import NoisyMultiFidelityProblem
+    import json, sys, time
+    from fairnas.benchmarks.analytic import NoisyMultiFidelityProblem
     from fairnas.search import SearchSettings, config_id, run_search
 
     problem = NoisyMultiFidelityProblem("zdt1", n_variables=3)
@@ -27,8 +30,9 @@ SCRIPT = textwrap.dedent(
         time.sleep(0.15)
         return problem(config, seed, budget)
 
+    options = json.loads(sys.argv[4])
     settings = SearchSettings(problem.objectives, min_budget=1, max_budget=4, n_trials=14, strategy=strategy,
-                              population_size=4, final={"seeds": 0})
+                              options=options, final={"seeds": 0})
     run_search(target, problem.configspace(), settings, output_dir=output_dir)
     """
 )
@@ -39,7 +43,7 @@ def _start(script, output_dir, calls, log, strategy):
     env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(REPOSITORY)}
     with open(log, "a") as stderr:
         return subprocess.Popen(
-            [sys.executable, str(script), str(output_dir), str(calls), strategy],
+            [sys.executable, str(script), str(output_dir), str(calls), strategy, json.dumps(OPTIONS.get(strategy))],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=stderr,
@@ -50,10 +54,8 @@ def _rows(path):
     return len(pd.read_csv(path)) if path.exists() else 0
 
 
-@pytest.mark.parametrize("strategy", ["smac", "random", "moasha", "nsga2"])
+@pytest.mark.parametrize("strategy", registered())
 def test_sigkill_mid_search_then_rerun_continues_without_lost_or_repeated_trials(tmp_path, strategy):
-    if strategy == "moasha":
-        pytest.importorskip("syne_tune")
     script, output_dir, calls = tmp_path / "search.py", tmp_path / "search", tmp_path / "calls.csv"
     log = tmp_path / "stderr.log"
     script.write_text(SCRIPT)

@@ -1,11 +1,15 @@
 """SearchSettings: normalisation, one-line errors naming the search.<key>, building from a mapping."""
 
+import dataclasses
 import json
 
 import pytest
 from omegaconf import OmegaConf
 
+from fairnas.config import compose_config
 from fairnas.search import SearchSettings
+from fairnas.search.settings import MOVED
+from fairnas.search.strategies import REGISTRY
 
 VALID = {"objectives": ["f1", "f2"], "min_budget": 1, "max_budget": 4, "n_trials": 12}
 
@@ -18,14 +22,18 @@ VALID = {"objectives": ["f1", "f2"], "min_budget": 1, "max_budget": 4, "n_trials
         ({"eta": 2.5}, "search.eta must be an integer >= 2, got 2.5"),
         ({"n_trials": None}, "give search.n_trials or search.total_budget"),
         ({"total_budget": -1}, "search.total_budget must be > 0, got -1.0"),
-        ({"rho": "high"}, "search.rho must be a number, got 'high'"),
+        ({"options": {"rho": "high"}}, "search.smac.rho must be a number, got 'high'"),
+        ({"options": {"rho": -1}}, "search.smac.rho must be >= 0, got -1.0"),
+        ({"strategy": "grid"}, f"unknown search.strategy 'grid'; allowed: {list(REGISTRY)}"),
+        ({"options": {"scheduler": "asha"}}, "unknown search.smac.scheduler 'asha'"),
+        ({"options": {"multi_objective": "nsga2"}}, "unknown search.smac.multi_objective 'nsga2'"),
+        ({"options": {"objective_weights": [1, 1]}}, "search.smac.objective_weights need search.smac.multi_objective"),
         (
-            {"strategy": "grid"},
-            "unknown search.strategy 'grid'; allowed: ['smac', 'random', 'moasha', 'nsga2', 'botorch']",
+            {"options": {"objective_weights": [1], "multi_objective": "mean"}},
+            "search.smac.objective_weights must be 2 non-negative numbers, got [1.0]",
         ),
-        ({"scheduler": "asha"}, "unknown search.scheduler 'asha'"),
-        ({"multi_objective": "nsga2"}, "unknown search.multi_objective 'nsga2'"),
-        ({"objective_weights": [1, 1]}, "search.objective_weights need search.multi_objective='mean'"),
+        ({"options": {"etta": 3}}, "unknown search.smac settings ['etta']; allowed: ['scheduler', "),
+        ({"strategy": "random", "options": {"rho": 1}}, "search.strategy=random takes no options, got {'rho': 1}"),
         ({"crash_cost": [1.0]}, "search.crash_cost must be one finite number or one per objective"),
         ({"crash_cost": None}, "search.crash_cost must be a number or a list of numbers, got None"),
         ({"reference_point": [1.0]}, "search.reference_point has 1 values"),
@@ -34,8 +42,7 @@ VALID = {"objectives": ["f1", "f2"], "min_budget": 1, "max_budget": 4, "n_trials
         ({"objectives": ["f1", "status"]}, "search.objectives ['status'] are reserved trials.csv columns"),
         ({"n_workers": 0}, "search.n_workers must be an integer >= 1, got 0"),
         ({"dask_address": "tcp://a:1", "dask_scheduler_file": "s.json"}, "give search.dask_address or"),
-        ({"n_seeds": 0}, "search.n_seeds must be an integer >= 1, got 0"),
-        ({"n_seeds": 3, "strategy": "nsga2"}, "search.n_seeds=3 needs search.strategy=smac"),
+        ({"options": {"n_seeds": 0}}, "search.smac.n_seeds must be an integer >= 1, got 0"),
         ({"final": {"seeds": 1.5}}, "search.final.seeds must be an integer >= 0, got 1.5"),
         ({"final": {"top_k": 0}}, "search.final.top_k must be an integer >= 1, got 0"),
         ({"final": {"k": 2}}, "unknown search.final settings ['k']; allowed: ['top_k', 'seeds']"),
@@ -54,11 +61,37 @@ def test_from_mapping_names_unknown_and_missing_keys():
         SearchSettings.from_mapping({"objectives": ["f1"], "n_trials": 3})
 
 
+def test_moved_keys_are_named_with_their_new_key_in_one_line():
+    for key, new in MOVED.items():
+        with pytest.raises(ValueError) as error:
+            SearchSettings.from_mapping({**VALID, key: 3})
+        assert str(error.value) == f"search.{key} is now search.{new}"
+    assert SearchSettings.from_mapping({**VALID, **dict.fromkeys(MOVED)}) == SearchSettings(**VALID)  # null: unset
+
+
+def test_the_strategy_section_becomes_its_options_and_every_other_section_is_checked():
+    mapping = {**VALID, "strategy": "nsga2", "nsga2": {"population_size": 4}, "smac": {"rho": 0.5}}
+    assert SearchSettings.from_mapping(mapping).options.population_size == 4
+    with pytest.raises(ValueError, match=r"^search.smac.rho must be >= 0, got -1.0$"):
+        SearchSettings.from_mapping({**mapping, "smac": {"rho": -1}})
+
+
+@pytest.mark.parametrize("name", [name for name, entry in REGISTRY.items() if entry.options is not None])
+def test_each_strategy_with_options_has_its_config_file_with_every_option(name):
+    search = compose_config("search", [f"search.strategy={name}"], output_dir=".").search
+    fields = [field.name for field in dataclasses.fields(REGISTRY[name].options)]
+    assert list(search[name]) == fields
+    settings = SearchSettings.from_mapping({key: search[key] for key in SearchSettings.field_names() if key in search})
+    assert settings.options == REGISTRY[name].options.from_mapping(None)  # the file holds the defaults
+
+
 def test_lists_of_an_omegaconf_node_become_tuples_and_numbers_floats():
-    lists = {"crash_cost": [10, 50], "reference_point": [2, 9], "objective_weights": [1, 3]}
-    settings = SearchSettings.from_mapping(OmegaConf.create({**VALID, **lists, "multi_objective": "mean"}))
+    lists = {"crash_cost": [10, 50], "reference_point": [2, 9]}
+    smac = {"objective_weights": [1, 3], "multi_objective": "mean"}
+    settings = SearchSettings.from_mapping(OmegaConf.create({**VALID, **lists, "smac": smac}))
     assert settings.objectives == ("f1", "f2") and settings.reference_point == (2.0, 9.0)
-    assert settings.crash_cost == settings.crash_costs == (10.0, 50.0) and settings.objective_weights == (1.0, 3.0)
+    assert settings.crash_cost == settings.crash_costs == (10.0, 50.0)
+    assert settings.options.objective_weights == (1.0, 3.0)
     assert isinstance(settings.min_budget, float) and isinstance(settings.n_trials, int)
     with pytest.raises(AttributeError):
         settings.eta = 3  # frozen
@@ -75,13 +108,14 @@ def test_resume_invariant_settings_are_what_search_json_holds():
             "min_budget": 1.0,
             "max_budget": 4.0,
             "eta": 2,
-            "scheduler": "hyperband",
+            "crash_cost": [1000.0, 1000.0],
+            "seed": 3,
+            "scheduler": "hyperband",  # the strategy's own, by their names, as older search.json files hold them
             "multi_objective": "parego",
             "rho": 0.05,
             "objective_weights": None,
-            "crash_cost": [1000.0, 1000.0],
-            "seed": 3,
-            "population_size": 20,
             "n_seeds": 1,
         }
     )
+    nsga2 = SearchSettings(**VALID, strategy="nsga2", options={"population_size": 4}).resume_invariant()
+    assert nsga2["population_size"] == 4 and "rho" not in nsga2

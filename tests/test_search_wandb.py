@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from bench.analytic import NoisyMultiFidelityProblem
+from fairnas.benchmarks.analytic import NoisyMultiFidelityProblem
 from fairnas.config import compose_config
 from fairnas.search import SearchSettings, run_search
 from fairnas.tasks.search import report_search

@@ -1,9 +1,9 @@
 """run_search: the multi-fidelity, multi-objective search loop (thesis Sec. 4.4) with resume.
 
-The loop asks a strategy (SMAC, random search, MO-ASHA or NSGA-II) for trials, runs them through a pool
-(in-process or Dask), appends each finished trial to trials.csv at once, then tells the strategy. trials.csv is the
-source of truth: re-running with the same output_dir replays its trials to the strategy instead of
-running them again (a trial is identified by its configuration and budget), so an interrupted
+The loop asks a strategy (``search.strategy``, from the registry of :mod:`fairnas.search.strategies`) for trials,
+runs them through a pool (in-process or Dask), appends each finished trial to trials.csv at once, then tells the
+strategy. trials.csv is the source of truth: re-running with the same output_dir replays its trials to the strategy
+instead of running them again (a trial is identified by its configuration and budget), so an interrupted
 search, SIGKILL included, continues without losing or repeating finished trials.
 """
 
@@ -22,14 +22,13 @@ from ConfigSpace import ConfigurationSpace
 
 from fairnas.io import atomic_path
 from fairnas.search.final import FinalResult, fresh_seeds, run_final_stage, select_candidates
-from fairnas.search.nsga2 import Nsga2Strategy
 from fairnas.search.parallel import TrialPool, open_pool
 from fairnas.search.progress import progress_line
 from fairnas.search.records import RunKey, TrialRecord, TrialStore, run_key
 from fairnas.search.result import SETTINGS_FILE, TRIALS_FILE, SearchResult, write_outputs
 from fairnas.search.settings import SearchSettings, check_compatible
 from fairnas.search.space import KeyValidator, SearchSpace, check_known_keys, load_space
-from fairnas.search.strategies import Proposal, RandomStrategy, SmacStrategy, Strategy
+from fairnas.search.strategies import BuildContext, Proposal, Strategy, registration
 from fairnas.search.trial import Target, TrialOutcome, crashed_outcome, evaluate_trial, is_out_of_space
 
 log = logging.getLogger("fairnas.search")
@@ -77,7 +76,7 @@ def run_search(
     if known_keys is not None:
         check_known_keys(search_space.keys, known_keys)
     check_compatible(settings, hyperparameters=list(search_space.keys), known_objectives=known_objectives)
-    build_strategy = _strategy_builder(settings)
+    build_strategy = registration(settings.strategy).load()  # a missing extra stops before output_dir
     configspace = search_space.configspace
     output_dir = Path(output_dir)
     space_invariants = {"configspace": configspace.to_serialized_dict(), "space_keys": dict(search_space.keys)}
@@ -107,7 +106,7 @@ def run_search(
         if store.records:
             log.info("resuming search in %s with %d finished trials", output_dir, len(store.records))
         if _within_limits(settings, len(store.records), sum(record.budget for record in store.records)):
-            strategy = build_strategy(configspace, output_dir)
+            strategy = build_strategy(configspace, settings, BuildContext(output_dir, tuple(store.records)))
             _SearchLoop(target=target, strategy=strategy, pool=pool(), store=store, settings=settings).run()
         result = SearchResult.from_trials(store.frame(), settings.objectives, settings.max_budget, output_dir)
         if settings.final.seeds:
@@ -311,26 +310,3 @@ def _claim_output_dir(output_dir: Path, settings: dict[str, Any]) -> None:
     output_dir.mkdir(parents=True, exist_ok=True)
     with atomic_path(settings_path) as tmp:
         tmp.write_text(json.dumps(settings, indent=2))
-
-
-def _strategy_builder(settings: SearchSettings) -> Callable[[ConfigurationSpace, Path], Strategy]:
-    """``build(configspace, output_dir)`` for ``settings.strategy``; imports the strategy's library now, so a
-    missing one stops the search before it touches ``output_dir``."""
-    if settings.strategy == "random":
-        return lambda configspace, _: RandomStrategy(configspace, budget=settings.max_budget, seed=settings.seed)
-    if settings.strategy == "moasha":
-        from fairnas.search.moasha import MoashaStrategy  # Syne Tune is an optional extra
-
-        return lambda configspace, _: MoashaStrategy(configspace, settings)
-    if settings.strategy == "nsga2":
-        return lambda configspace, _: Nsga2Strategy(configspace, settings)
-    if settings.strategy == "botorch":
-        from fairnas.search.botorch import BotorchStrategy  # BoTorch is an optional extra
-
-        def botorch(configspace: ConfigurationSpace, output_dir: Path) -> Strategy:
-            # the model starts from every trial an earlier run finished, not from the first one asked for again
-            history = TrialStore(output_dir / TRIALS_FILE, settings.objectives, list(configspace)).records
-            return BotorchStrategy(configspace, settings, history=history)
-
-        return botorch
-    return lambda configspace, output_dir: SmacStrategy(configspace, settings, output_directory=output_dir / "smac3")

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from tabular import true_values
 
+from fairnas.benchmarks.tables import true_values
 from fairnas.search.hypervolume import hypervolume
 from fairnas.search.pareto import non_dominated_mask
 from fairnas.search.trial import SUCCESS

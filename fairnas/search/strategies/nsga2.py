@@ -1,10 +1,11 @@
-"""NSGA-II (Deb et al. 2002, "A fast and elitist multiobjective genetic algorithm: NSGA-II") through pymoo's ask/tell.
+"""``search.strategy=nsga2``: NSGA-II (Deb et al. 2002, "A fast and elitist multiobjective genetic algorithm:
+NSGA-II") through pymoo's ask/tell.
 
 Every trial runs at ``max_budget``, like random search: NSGA-II has no multi-fidelity variant as principled as
-successive halving (use MO-ASHA for that). A generation is ``population_size`` offspring; the first is drawn
-uniformly, each later one is bred from the survivors of the last (binary tournament on rank and crowding distance,
-then crossover and mutation), and pymoo is told a generation once all its trials finished. Until then ``ask``
-returns None, so with several workers the last trials of a generation run while the others wait.
+successive halving (use MO-ASHA for that). A generation is ``search.nsga2.population_size`` offspring; the first is
+drawn uniformly, each later one is bred from the survivors of the last (binary tournament on rank and crowding
+distance, then crossover and mutation), and pymoo is told a generation once all its trials finished. Until then
+``ask`` returns None, so with several workers the last trials of a generation run while the others wait.
 
 Each hyperparameter is one gene: floats (log-scaled ones in log space) are reals, bred with simulated binary
 crossover and polynomial mutation as in the paper; integers too (rounded; non-log ones as pymoo integers), ordinals
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,12 +42,28 @@ from pymoo.core.termination import NoTermination
 from pymoo.core.variable import Choice, Integer, Real, Variable
 from pymoo.operators.selection.tournament import TournamentSelection
 
+from fairnas.search.checks import integer, section_values
 from fairnas.search.records import TrialKey, TrialRecord, trial_key
-from fairnas.search.strategies import Proposal
+from fairnas.search.strategies.base import BuildContext, Proposal, Registration, register
 from fairnas.search.trial import TrialOutcome, native_config
 
 if TYPE_CHECKING:
     from fairnas.search.settings import SearchSettings
+
+
+@dataclass(frozen=True)
+class Nsga2Settings:
+    """``search.nsga2``: ``population_size``, the trials of a generation (the first is drawn at random)."""
+
+    population_size: int = 20
+
+    @classmethod
+    def from_mapping(cls, mapping: Nsga2Settings | Mapping[str, Any] | None) -> Nsga2Settings:
+        """Settings from ``search.nsga2`` (a dict or an OmegaConf node); unknown keys and bad values are named."""
+        if isinstance(mapping, Nsga2Settings):
+            return mapping
+        values = section_values(cls, mapping, "nsga2")
+        return cls(population_size=integer("nsga2.population_size", values["population_size"], minimum=2))
 
 
 @dataclass(frozen=True)
@@ -68,7 +85,7 @@ class Nsga2Strategy:
         self._genes = {name: gene(hyperparameter) for name, hyperparameter in configspace.items()}
         duplicates = MixedVariableDuplicateElimination()
         self._algorithm = NSGA2(
-            pop_size=settings.population_size,
+            pop_size=settings.options.population_size,
             sampling=MixedVariableSampling(),
             mating=MixedVariableMating(
                 selection=TournamentSelection(func_comp=binary_tournament), eliminate_duplicates=duplicates
@@ -161,3 +178,19 @@ def _numeric_gene(hyperparameter: FloatHyperparameter | IntegerHyperparameter) -
 
 def _native(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else value
+
+
+def build(configspace: ConfigurationSpace, settings: SearchSettings, context: BuildContext) -> Nsga2Strategy:
+    return Nsga2Strategy(configspace, settings)
+
+
+register(
+    Registration(
+        "nsga2",
+        build,
+        options=Nsga2Settings,
+        resume_invariant=("population_size",),
+        full_budget_only=True,
+        title="NSGA-II",
+    )
+)

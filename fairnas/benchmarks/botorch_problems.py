@@ -7,8 +7,8 @@ the last input is the fidelity s in [0, 1] (1 the target fidelity). Here every o
 returns the negation of BoTorch's maximised values and the reference point is ``-ref_point``. A budget b in
 [min_budget, max_budget] epochs is the fidelity s = (b - min_budget) / (max_budget - min_budget) (``linear_from_min``,
 the lowest budget at s = 0), or s = b / max_budget (``share_of_max``: budgets 1, 2, 4, 8 of 8 are s = 1/8, 1/4, 1/2,
-1; the protocol the plain BoTorch loop of ``botorch_reference.py`` was first measured with). The other inputs are
-searched as floats in their bounds. The problems are deterministic: the seed changes only the search.
+1; the protocol the plain BoTorch loop of :mod:`fairnas.benchmarks.botorch_reference` was first measured with). The
+other inputs are searched as floats in their bounds. The problems are deterministic: the seed changes only the search.
 
 BoTorch's ``max_hv`` is not exactly the hypervolume of the target-fidelity front: NSGA-II on s = 1 (400 x 300
 generations) reaches 0.962 of it on Branin-Currin (whose low-fidelity fronts are larger) and 1.046 of it on Park.
@@ -19,9 +19,13 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from botorch.test_functions.base import MultiObjectiveTestProblem
-from botorch.test_functions.multi_objective_multi_fidelity import MOMFBraninCurrin, MOMFPark
 from ConfigSpace import ConfigurationSpace, Float
+
+try:
+    from botorch.test_functions.base import MultiObjectiveTestProblem
+    from botorch.test_functions.multi_objective_multi_fidelity import MOMFBraninCurrin, MOMFPark
+except ImportError as error:
+    raise ImportError("BoTorch's test problems need BoTorch: pip install -e '.[botorch]'") from error
 
 PROBLEMS = {"momf_branin_currin": MOMFBraninCurrin, "momf_park": MOMFPark}
 FIDELITY_MAPPINGS = ("linear_from_min", "share_of_max")

@@ -50,10 +50,10 @@ import torch
 from ConfigSpace import ConfigurationSpace
 from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
 
-from fairnas.search.botorch import model as gp
-from fairnas.search.botorch.encoding import CATEGORICAL, SpaceEncoding
 from fairnas.search.records import TrialKey, TrialRecord, trial_key
-from fairnas.search.strategies import Proposal
+from fairnas.search.strategies.base import Proposal
+from fairnas.search.strategies.botorch import model as gp
+from fairnas.search.strategies.botorch.encoding import CATEGORICAL, SpaceEncoding
 from fairnas.search.trial import SUCCESS, TrialOutcome, config_id, native_config
 
 if TYPE_CHECKING:
@@ -109,14 +109,14 @@ class BotorchStrategy:
         self, configspace: ConfigurationSpace, settings: SearchSettings, *, history: Sequence[TrialRecord] = ()
     ):
         self._configspace = configspace
-        self._options = settings.botorch
+        self._options = settings.options
         self._objectives = settings.objectives
         self._crash_costs = settings.crash_costs
         self._seed = settings.seed
         self._encoding = SpaceEncoding(configspace)
         self.rungs = rungs(settings.min_budget, settings.max_budget, settings.eta)
         self._max_budget = settings.max_budget
-        self.fidelity = settings.botorch.fidelity if len(self.rungs) > 1 else FULL
+        self.fidelity = settings.options.fidelity if len(self.rungs) > 1 else FULL
         reference = settings.reference_point
         self._reference = None if reference is None else -torch.tensor(reference, dtype=gp.DTYPE)
         self._n_initial = initial_design_size(settings, self._encoding.dim)

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 from ConfigSpace import ConfigurationSpace
 
 from fairnas.search.records import TrialKey, TrialRecord, trial_key
-from fairnas.search.strategies import Proposal, RandomStrategy
+from fairnas.search.strategies.base import Proposal
+from fairnas.search.strategies.random import RandomStrategy
 from fairnas.search.trial import SUCCESS, TrialOutcome, config_id
 
 try:

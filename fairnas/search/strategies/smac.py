@@ -1,18 +1,18 @@
-"""Search strategies behind one ask/tell interface (``Strategy``): SMAC3 multi-fidelity BO and random search here,
-MO-ASHA in ``moasha.py`` and NSGA-II in ``nsga2.py``.
+"""``search.strategy=smac`` (the default): SMAC3 multi-fidelity Bayesian optimisation (thesis Sec. 4.4.5-4.4.6).
 
-SMAC (thesis Sec. 4.4.5-4.4.6): MultiFidelityFacade with Hyperband or successive halving over
-budgets [min_budget, max_budget] with ``eta``, and ParEGO(rho) or a weighted mean aggregation of the
-objectives. Random search (the baseline) samples configurations and runs each at max_budget.
+MultiFidelityFacade with Hyperband or successive halving over budgets [min_budget, max_budget] with ``eta``, and
+ParEGO(rho) or a weighted mean aggregation of the objectives; its options are ``search.smac``
+(:class:`SmacSettings`, conf/search/strategy/smac.yaml).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import warnings
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ConfigSpace import Configuration, ConfigurationSpace
 from smac import MultiFidelityFacade, Scenario
@@ -28,55 +28,62 @@ from smac.multi_objective.parego import ParEGO
 from smac.runhistory.dataclasses import TrialInfo, TrialValue
 from smac.runhistory.enumerations import StatusType
 
+from fairnas.search.checks import check_choice, integer, number, number_list, optional, section_values
 from fairnas.search.records import TrialRecord
-from fairnas.search.settings import SearchSettings
+from fairnas.search.strategies.base import BuildContext, Proposal, Registration, register
 from fairnas.search.trial import SUCCESS, TrialOutcome, native_config
 
+if TYPE_CHECKING:
+    from fairnas.search.settings import SearchSettings
+
 SCHEDULERS = {"hyperband": Hyperband, "successive_halving": SuccessiveHalving}
+MULTI_OBJECTIVE_ALGORITHMS = ("parego", "mean")
 
 
-@dataclass(frozen=True)
-class Proposal:
-    """A trial a strategy wants evaluated; ``handle`` is the strategy's own trial object; ``seed`` the training
-    seed it asks for (None: the search's seed)."""
+@dataclasses.dataclass(frozen=True)
+class SmacSettings:
+    """``search.smac``: the intensifier (``scheduler``: Hyperband or successive halving, thesis Sec. 4.4.5), the
+    aggregation of several objectives (``multi_objective``: ParEGO with ``rho``, thesis Sec. 4.4.6, or their mean
+    with ``objective_weights``), and ``n_seeds``: with more than 1, SMAC's intensifier races a configuration on up
+    to that many training seeds (its own answer to noise), every trial at max_budget."""
 
-    config: dict[str, Any]
-    budget: float
-    handle: Any = None
-    seed: int | None = None
+    scheduler: str = "hyperband"
+    multi_objective: str = "parego"
+    rho: float = 0.05
+    objective_weights: tuple[float, ...] | None = None
+    n_seeds: int = 1
+
+    @classmethod
+    def from_mapping(cls, mapping: SmacSettings | Mapping[str, Any] | None) -> SmacSettings:
+        """Settings from ``search.smac`` (a dict or an OmegaConf node); unknown keys and bad values are named."""
+        if isinstance(mapping, SmacSettings):
+            return mapping
+        values = section_values(cls, mapping, "smac")
+        check_choice("smac.scheduler", values["scheduler"], SCHEDULERS)
+        check_choice("smac.multi_objective", values["multi_objective"], MULTI_OBJECTIVE_ALGORITHMS)
+        settings = cls(
+            scheduler=values["scheduler"],
+            multi_objective=values["multi_objective"],
+            rho=number("smac.rho", values["rho"]),
+            objective_weights=optional(number_list, "smac.objective_weights", values["objective_weights"]),
+            n_seeds=integer("smac.n_seeds", values["n_seeds"], minimum=1),
+        )
+        if settings.rho < 0:
+            raise ValueError(f"search.smac.rho must be >= 0, got {settings.rho}")
+        if settings.objective_weights is not None and settings.multi_objective != "mean":
+            raise ValueError(
+                "search.smac.objective_weights need search.smac.multi_objective='mean' (ParEGO draws its own weights)"
+            )
+        return settings
 
 
-class Strategy(Protocol):
-    """What the search loop drives: ``ask`` for a trial, ``tell`` its outcome, replay earlier runs' records."""
-
-    def ask(self) -> Proposal | None:
-        """The next trial; None when there is none until a running trial is told (or none at all)."""
-        ...
-
-    def tell(self, proposal: Proposal, outcome: TrialOutcome) -> None: ...
-
-    def tell_record(self, record: TrialRecord) -> None:
-        """A trial an earlier (interrupted) run finished and this run has not asked for (it may still ask for it
-        later and be told it again)."""
-        ...
-
-
-class RandomStrategy:
-    """Samples configurations uniformly (seeded, reproducible) and runs each at ``budget`` (search: max_budget)."""
-
-    def __init__(self, configspace: ConfigurationSpace, *, budget: float, seed: int):
-        self._space = copy.deepcopy(configspace)
-        self._space.seed(seed)
-        self._budget = float(budget)
-
-    def ask(self) -> Proposal:
-        return Proposal(native_config(self._space.sample_configuration()), self._budget)
-
-    def tell(self, proposal: Proposal, outcome: TrialOutcome) -> None:
-        """Random search ignores results."""
-
-    def tell_record(self, record: TrialRecord) -> None:
-        """Random search ignores results."""
+def check(settings: SearchSettings) -> None:
+    """One non-negative objective weight per objective."""
+    weights, n_objectives = settings.options.objective_weights, len(settings.objectives)
+    if weights is not None and (len(weights) != n_objectives or min(weights) < 0):
+        raise ValueError(
+            f"search.smac.objective_weights must be {n_objectives} non-negative numbers, got {list(weights)}"
+        )
 
 
 class SmacStrategy:
@@ -85,15 +92,16 @@ class SmacStrategy:
     Uses ``incumbent_selection="highest_budget"``: with SMAC 2.4, multi-objective Hyperband and the
     default selection fail in ``update_incumbents`` (SMAC3 issue #1050). Every trial trains with the search's seed.
 
-    ``settings.n_seeds`` > 1 is SMAC's own answer to noise: the scenario is not deterministic and a configuration is
+    ``search.smac.n_seeds`` > 1 is SMAC's own answer to noise: the scenario is not deterministic and a configuration is
     raced against the incumbents on up to ``n_seeds`` training seeds of SMAC's choosing (every proposal carries its
     seed). SMAC 2.x's Hyperband and successive halving take one seed when they use budgets, so this runs SMAC's
     plain intensifier instead, every trial at ``max_budget``: no multi-fidelity.
     """
 
     def __init__(self, configspace: ConfigurationSpace, settings: SearchSettings, *, output_directory: Path):
+        options: SmacSettings = settings.options
         self._objectives = settings.objectives
-        self._seeded = settings.n_seeds > 1
+        self._seeded = options.n_seeds > 1
         # SMAC sizes its initial design from the expected number of trials.
         if settings.n_trials is not None:
             n_trials_hint = settings.n_trials
@@ -115,18 +123,18 @@ class SmacStrategy:
         )
         intensifier: AbstractIntensifier
         if self._seeded:
-            intensifier = Intensifier(scenario, max_config_calls=settings.n_seeds, seed=settings.seed)
+            intensifier = Intensifier(scenario, max_config_calls=options.n_seeds, seed=settings.seed)
         else:
-            intensifier = SCHEDULERS[settings.scheduler](
+            intensifier = SCHEDULERS[options.scheduler](
                 scenario, eta=settings.eta, incumbent_selection="highest_budget"
             )
         aggregation: AbstractMultiObjectiveAlgorithm | None
         if len(settings.objectives) == 1:
             aggregation = None
-        elif settings.multi_objective == "parego":
-            aggregation = ParEGO(scenario, rho=settings.rho)
+        elif options.multi_objective == "parego":
+            aggregation = ParEGO(scenario, rho=options.rho)
         else:
-            weights = None if settings.objective_weights is None else list(settings.objective_weights)
+            weights = None if options.objective_weights is None else list(options.objective_weights)
             aggregation = MeanAggregationStrategy(scenario, objective_weights=weights)
         initial_design = MultiFidelityFacade.get_initial_design(scenario, n_configs=settings.initial_design_size)
         self._smac = MultiFidelityFacade(
@@ -194,3 +202,20 @@ def _single_threaded_forest(scenario: Scenario) -> RandomForest:
         seed=scenario.seed,
         n_jobs=1,
     )
+
+
+def build(configspace: ConfigurationSpace, settings: SearchSettings, context: BuildContext) -> SmacStrategy:
+    return SmacStrategy(configspace, settings, output_directory=context.output_dir / "smac3")
+
+
+register(
+    Registration(
+        "smac",
+        build,
+        options=SmacSettings,
+        check=check,
+        resume_invariant=("scheduler", "multi_objective", "rho", "objective_weights", "n_seeds"),
+        multi_fidelity=True,
+        title="SMAC",
+    )
+)

@@ -3,8 +3,8 @@
 Every searched hyperparameter is one input column, read from ConfigSpace's own vector form
 (``Configuration.get_array``): floats and integers in [0, 1] (log-scaled ones in log space), ordinals as their index
 scaled to [0, 1], categoricals as their choice index (a categorical column: BoTorch's mixed kernel compares them by
-Hamming distance, see :mod:`fairnas.search.botorch.model`). Constants and hyperparameters with one value are no
-column. An inactive hyperparameter is imputed as SMAC imputes it (SMAC3's ``AbstractGaussianProcess`` and
+Hamming distance, see :mod:`fairnas.search.strategies.botorch.model`). Constants and hyperparameters with one value
+are no column. An inactive hyperparameter is imputed as SMAC imputes it (SMAC3's ``AbstractGaussianProcess`` and
 ``AbstractRandomForest``): a numeric column at -1, outside the [0, 1] of active values; a categorical column as one
 category more. :meth:`SpaceEncoding.active` evaluates the space's conditions on a batch of inputs, so the model can
 impute the inputs an acquisition optimiser tries, not only the observed ones; :meth:`SpaceEncoding.decode` turns a

@@ -13,7 +13,6 @@ import json
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,7 +20,6 @@ import pandas as pd
 
 from fairnas.search import config_id
 from fairnas.search.trial import Target
-from fairnas.tasks.search_target import TRIAL_FILE, trial_dir
 
 CostMeter = Callable[[dict[str, Any], int, float], float]
 """``meter(config, seed, budget)``, called right after the target ran: the epochs that call trained."""
@@ -103,23 +101,3 @@ class RetrainingCost:
         start = max((done for done in evaluated if done < budget), default=0.0)
         evaluated.append(float(budget))
         return float(budget) - (start if self.continue_across_fidelities else 0.0)
-
-
-class EpochsTrained:
-    """Epochs a call of a ``TrainingTarget`` trained, read from its run's ``trial.json`` (``epochs_run``).
-
-    Each run is charged once: a later call that reads a finished run back costs nothing, and so does a call that
-    crashed before its run finished. Reading the record rather than counting epochs on disk keeps the charges right
-    when a search resumes, since the runs of the interrupted invocation are already there.
-    """
-
-    def __init__(self, trials_dir: str | Path):
-        self.trials_dir = Path(trials_dir)
-        self._charged: set[Path] = set()
-
-    def __call__(self, config: dict[str, Any], seed: int, budget: float) -> float:
-        record = trial_dir(self.trials_dir, config, seed, budget) / TRIAL_FILE
-        if record in self._charged or not record.is_file():
-            return 0.0
-        self._charged.add(record)
-        return float(json.loads(record.read_text())["epochs_run"])

@@ -1,0 +1,136 @@
+"""The benchmark problems the search strategies are compared on, by name (``bench/search_efficiency.py --problem``).
+
+- ``analytic``: ``NoisyMultiFidelityProblem`` (ZDT1 on [0, 1]^4, noise sd 0.3 / budget), budgets 1 to 8
+  "epochs" with eta = 2; reference point (1.1, 11): the objective box [0, 1] x [0, 10] plus 10 %. Its maximum
+  hypervolume is that of the noise-free front f2 = 1 - sqrt(f1): 1.1 x 11 - 1/3 (the noise only adds).
+- ``momf_branin_currin``, ``momf_park``: BoTorch's multi-objective multi-fidelity test problems (Irshad et al.
+  2021; :mod:`fairnas.benchmarks.botorch_problems`), budgets 1 to 8 epochs mapped linearly onto the fidelity input,
+  eta = 2, BoTorch's reference point and maximum hypervolume (``max_hv``). BoTorch is imported only when one of
+  them is built.
+- ``table``: the tabular benchmark of the embedded problem (:mod:`fairnas.benchmarks.tables`, ``dpn_showcase_noisy``):
+  look-ups of every configuration's per-epoch validation metrics, maximum hypervolume that of the table's front.
+
+None of them trains: each call is charged the epochs it would have trained (``RetrainingCost``). The live problem
+that trains faces is ``bench/search_efficiency.py``'s ``faces``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from fairnas.benchmarks.analytic import NoisyMultiFidelityProblem
+from fairnas.benchmarks.answer_quality import Truth
+from fairnas.benchmarks.compute_meter import CostMeter, RetrainingCost
+from fairnas.benchmarks.table_target import TableTarget
+from fairnas.benchmarks.tables import front_hypervolume, load_table
+from fairnas.config import SPACES_DIR
+from fairnas.search import SearchSpace, load_space
+from fairnas.search.trial import Target
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A search problem: space, objectives, budgets, fixed reference point, and how to build its target."""
+
+    name: str
+    space: SearchSpace
+    objectives: tuple[str, ...]
+    min_budget: float
+    max_budget: float
+    eta: int
+    reference_point: tuple[float, ...]
+    default_total_budget: float
+    make_target: Callable[[Path, bool, int], tuple[Target, CostMeter]]
+    """``make_target(run_dir, continue_across_fidelities, seed)`` -> (target, meter of the epochs each call trains);
+    ``seed`` is the search's seed (a table target draws its order of table seeds from it)."""
+    max_hypervolume: float | None = None
+    """The best hypervolume any search can reach (a table's own front, an analytic front), when known: results are
+    also reported as a share of it."""
+    truth: Truth | None = None
+    """A noisy table's true values (means over its training seeds), by which a search's answer is judged."""
+    botorch: bool = False
+    """One of BoTorch's test problems: the plain BoTorch loop (``reference_*``) runs on it."""
+
+
+def analytic_problem() -> Problem:
+    zdt1 = NoisyMultiFidelityProblem("zdt1", n_variables=4, noise=0.3)
+    configspace = zdt1.configspace()
+    return Problem(
+        name="analytic",
+        space=SearchSpace(configspace=configspace, keys={name: name for name in configspace}),
+        objectives=zdt1.objectives,
+        min_budget=1,
+        max_budget=8,
+        eta=2,
+        reference_point=(1.1, 11.0),
+        default_total_budget=400,
+        make_target=lambda run_dir, continuing, seed: (zdt1, RetrainingCost(continuing)),
+        max_hypervolume=1.1 * 11.0 - 1 / 3,  # the noise-free front f2 = 1 - sqrt(f1) inside (1.1, 11)
+    )
+
+
+def botorch_problem(name: str, fidelity_mapping: str = "linear_from_min", total_budget: float = 400) -> Problem:
+    """BoTorch's ``MOMFBraninCurrin`` or ``MOMFPark`` (:mod:`fairnas.benchmarks.botorch_problems`) over budgets 1 to
+    8 epochs, the budget mapped onto the fidelity input by ``fidelity_mapping``."""
+    from fairnas.benchmarks.botorch_problems import MomfTarget  # BoTorch is in the bench extra only
+
+    target = MomfTarget(name, min_budget=1, max_budget=8, fidelity_mapping=fidelity_mapping)
+    configspace = target.configspace()
+    return Problem(
+        name=name if fidelity_mapping == "linear_from_min" else f"{name}_s8",
+        space=SearchSpace(configspace=configspace, keys={name: name for name in configspace}),
+        objectives=target.objectives,
+        min_budget=target.min_budget,
+        max_budget=target.max_budget,
+        eta=2,
+        reference_point=target.reference_point,
+        default_total_budget=total_budget,
+        make_target=lambda run_dir, continuing, seed: (target, RetrainingCost(continuing)),
+        max_hypervolume=target.max_hypervolume,
+        botorch=True,
+    )
+
+
+def table_problem(name: str = "dpn_showcase_noisy", tables: Path | None = None) -> Problem:
+    """The tabular benchmark ``<name>`` of the folder ``tables`` (default: the shipped ones,
+    :mod:`fairnas.benchmarks.tables`): look-ups instead of training, so consumed epochs are charged as if trained
+    (``RetrainingCost``). A search with seed s reads the table's training
+    seeds in an order drawn from s (``Truth.seed_order``): its trials the first, each new training seed (the final
+    stage's, SMAC's racing seeds) the next. Reference point: error 1 and 1.1 x the largest validation rank disparity
+    of the table at the maximum budget, so every configuration of the table lies inside. ``max_hypervolume`` is that
+    of the front of the true values (means over the table's seeds)."""
+    table, spec = load_table(name, *([tables] if tables else []))
+    objectives, max_budget = tuple(spec["objectives"]), spec["max_budget"]
+    final = table[table["epoch"] == max_budget]
+    reference_point = (1.0, 1.1 * float(final["val/rank_disparity"].max()))
+    truth = Truth(table, objectives, max_budget)
+
+    def make_target(run_dir: Path, continuing: bool, seed: int) -> tuple[Target, CostMeter]:
+        return TableTarget(table, objectives, seed_order=truth.seed_order(seed)), RetrainingCost(continuing)
+
+    return Problem(
+        name=f"table:{name}",
+        space=load_space(SPACES_DIR.parent / spec["space"]),
+        objectives=objectives,
+        min_budget=1,
+        max_budget=max_budget,
+        eta=2,
+        reference_point=reference_point,
+        default_total_budget=30 * max_budget,
+        make_target=make_target,
+        max_hypervolume=front_hypervolume(table, objectives, max_budget, reference_point),
+        truth=truth,
+    )
+
+
+PROBLEMS = {
+    "analytic": analytic_problem,
+    "momf_branin_currin": lambda: botorch_problem("momf_branin_currin"),
+    "momf_park": lambda: botorch_problem("momf_park"),
+    # the issue's protocol for the GP comparison: fidelity s = budget / 8, 800 epochs
+    "momf_branin_currin_s8": lambda: botorch_problem("momf_branin_currin", "share_of_max", 800),
+    "momf_park_s8": lambda: botorch_problem("momf_park", "share_of_max", 800),
+    "table": table_problem,
+}

@@ -1,0 +1,91 @@
+"""What a tabular benchmark holds: its size, front and seed noise (:func:`summary`), and whether its space trades
+error against rank disparity (:func:`landscape`); ``python bench/tabular.py summary|landscape`` prints them."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+
+from fairnas.benchmarks.tables import true_values
+from fairnas.search.pareto import non_dominated_mask
+
+
+def summary(table: pd.DataFrame, spec: dict) -> str:
+    """Size, the front of the true values (means over seeds) at the maximum budget, the spread of the objectives
+    and, with several seeds, their seed noise."""
+    objectives, max_budget = spec["objectives"], spec["max_budget"]
+    values = true_values(table, objectives, max_budget)
+    front = values[non_dominated_mask(values.to_numpy(dtype=float))].sort_values(objectives[0])
+    configs = table.drop_duplicates("config_id").set_index("config_id")["config"]
+    final = table[table["epoch"] == max_budget]
+    lines = [
+        f"{spec['configurations']} configurations x {len(spec['seeds'])} seeds x {max_budget} epochs; training "
+        f"{spec['train_seconds']['total'] / 60:.0f} min (median run {spec['train_seconds']['median']:.0f} s)",
+        values.describe().round(3).to_string(),
+    ]
+    if len(spec["seeds"]) > 1:
+        noise = final.groupby("config_id")[[f"val/{name}" for name in objectives]].std().median()
+        lines.append("median seed s.d. per configuration: " + ", ".join(f"{k} {v:.3f}" for k, v in noise.items()))
+    lines += ["front of the means at the maximum budget:", front.assign(config=configs[front.index]).to_string()]
+    return "\n".join(lines)
+
+
+LEARNS = 0.9
+"""Mean validation error below which a configuration counts as learning (chance is about 0.997)."""
+
+
+def landscape(table: pd.DataFrame, spec: dict, split: str = "val", knob: str = "group_alpha") -> str:
+    """Does the table's space trade error against rank disparity, and how much do the operations add to ``knob``?
+
+    Over the configurations that learn (mean error below :data:`LEARNS`), at the maximum budget: Spearman's rank
+    correlation of the means; the front of the means, and how many of its configurations are told apart, walking it
+    in order of error and keeping a configuration when its paired difference (over the table's seeds) from the last
+    one kept exceeds 2 standard errors in either objective; the share of the variance of each objective between the
+    knob's values and between the operation triples; the best triple at each value of the knob, and Kendall's tau
+    between the triples' error rankings at each pair of values."""
+    from scipy.stats import kendalltau, spearmanr
+
+    objectives, max_budget = list(spec["objectives"]), spec["max_budget"]
+    final = table[table["epoch"] == max_budget]
+    columns = [f"{split}/{name}" for name in objectives]
+    means = final.groupby("config_id")[columns].mean()
+    learning = means[means[columns[0]] < LEARNS]
+    configs = final.drop_duplicates("config_id").set_index("config_id").loc[learning.index]
+    rho = spearmanr(learning[columns[0]], learning[columns[1]]).statistic
+    front = learning[non_dominated_mask(learning.to_numpy(dtype=float))].sort_values(columns[0])
+    per_seed = final.pivot_table(index="seed", columns="config_id", values=columns)
+    kept = [front.index[0]]
+    for candidate in front.index[1:]:
+        margins = []
+        for column in columns:
+            difference = per_seed[column][candidate] - per_seed[column][kept[-1]]
+            margins.append(abs(difference.mean()) / difference.sem() if difference.sem() > 0 else np.inf)
+        if max(margins) > 2:
+            kept.append(candidate)
+    triples = configs[["op0", "op1", "op2"]].astype(str).agg("-".join, axis=1)
+    lines = [
+        f"{len(learning)} of {len(means)} configurations learn ({split}, {len(spec['seeds'])} seeds, means):",
+        f"Spearman(error, rank disparity) = {rho:.2f}",
+        f"front of the means: {len(front)} configurations, {len(kept)} of them apart by more than 2 s.e. (paired):",
+        front.assign(config=configs.loc[front.index, "config"], kept=front.index.isin(kept)).round(3).to_string(),
+    ]
+    for column in columns:
+        total = ((learning[column] - learning[column].mean()) ** 2).sum()
+        for name, groups in ((knob, configs[knob]), ("operations", triples)):
+            between = learning.groupby(groups)[column].agg(["mean", "size"])
+            share = (between["size"] * (between["mean"] - learning[column].mean()) ** 2).sum() / total
+            lines.append(f"{column}: share of the variance between the values of {name}: {share:.2f}")
+    ranking = learning.assign(triple=triples, knob=configs[knob])
+    for value, rows in ranking.groupby("knob"):
+        best = {column: rows.sort_values(column).iloc[0]["triple"] for column in columns}
+        lines.append(f"{knob}={value}: lowest {columns[0]} {best[columns[0]]}, lowest {columns[1]} {best[columns[1]]}")
+    values = sorted(ranking["knob"].unique())
+    for a, b in itertools.combinations(values, 2):
+        pair = ranking.pivot_table(index="triple", columns="knob", values=columns[0]).dropna(subset=[a, b])
+        lines.append(
+            f"Kendall's tau of the triples' {columns[0]} at {knob}={a} and {b}: "
+            f"{kendalltau(pair[a], pair[b]).statistic:.2f} ({len(pair)} triples)"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,222 @@
+"""Building a tabular benchmark of the embedded problem (the way NAS-Bench-201 was built): every configuration of a
+discrete sub-space of the paper's DPN space trained to the maximum budget on ``experiment=showcase`` with ``seeds``
+training seeds (0, 1, ...), with its validation and test metrics after every epoch.
+
+The learning-rate schedule of every run spans the maximum budget, so epoch b of a run equals a b-epoch trial (the
+continuation test, ``tests/test_train.py``, proves it): one run gives the objectives of every budget, and a search
+over the table pays nothing but look-ups. The table (``<name>.csv``: one row per configuration and epoch) and its
+spec (``<name>.json``: space, preset overrides, seeds, budgets, build time, machine) are written to ``tables``
+(default: the shipped ones, :mod:`fairnas.benchmarks.tables`); ``bench/search_efficiency.py --problem table``
+searches it. The table has a ``seed`` column: a search over it reads the row of the training seed its trial would
+use (:class:`~fairnas.benchmarks.table_target.TableTarget`), so it sees the noise a live search sees.
+
+:func:`build` trains through the ``train`` function it is given (``fairnas.tasks.train.train``), so this library
+imports no command; ``bench/tabular.py build`` is the command that calls it::
+
+    python bench/tabular.py build --name dpn_showcase_noisy --seeds 5    # resumable: finished runs are read back
+
+Runs are trained seed by seed (every configuration with seed 0, then with seed 1, ...), so an interrupted build
+holds whole seeds. A run lives in ``<work_dir>/<config id>/seed<s>/`` (checkpoints are not kept in the table);
+``epochs.json`` there records its per-epoch metrics as soon as each epoch is validated. The single-seed table
+``dpn_showcase`` (built before the ``seed`` column, its runs in ``<config id>/``) reads as seed 0.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import platform
+import shutil
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytorch_lightning as pl
+from ConfigSpace import ConfigurationSpace
+from omegaconf import DictConfig
+
+from fairnas.benchmarks.tables import TABLES
+from fairnas.config import SPACES_DIR, compose_config
+from fairnas.io import write_csv_atomic, write_json_atomic
+from fairnas.results import source_commit
+from fairnas.search import SearchSpace, config_id, load_space
+from fairnas.search.trial import native_config
+
+SPACE = SPACES_DIR / "dpn_table.yaml"
+OBJECTIVES = ("error", "rank_disparity")
+METRICS = ("error", "rank_disparity", "rank", "disparity", "error/g0", "error/g1", "rank/g0", "rank/g1")
+EPOCHS_FILE = "epochs.json"
+MAX_BUDGET = 4
+SEEDS = 5
+Train = Callable[[DictConfig], Any]
+"""``train(cfg)``: trains the run a composed ``train`` config describes into its ``output_dir``."""
+
+
+class EpochRecorder(pl.Callback):
+    """Writes every validated epoch's val and test metrics to ``<output_dir>/epochs.json`` (atomically)."""
+
+    def __init__(self, path: str):
+        self.path, self.epochs = Path(path), []
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking or trainer.state.fn != "fit":
+            return
+        self.epochs.append({split: dict(pl_module.evaluations[split]) for split in ("val", "test")})
+        write_json_atomic(self.path, self.epochs)
+
+
+def grid(space: SearchSpace) -> Iterator[dict[str, Any]]:
+    """Every configuration of a space of categorical / ordinal / constant hyperparameters, conditions respected
+    (an inactive hyperparameter is absent), each once, in a fixed order."""
+    configspace: ConfigurationSpace = space.configspace
+    seen = set()
+    names = list(configspace)
+    choices = [_values(configspace[name]) for name in names]
+    for values in itertools.product(*choices):
+        candidate = dict(zip(names, values, strict=False))
+        active = {name: value for name, value in candidate.items() if _is_active(configspace, name, candidate)}
+        key = config_id(active)
+        if key not in seen:
+            seen.add(key)
+            yield native_config(active)
+
+
+def _values(hyperparameter) -> list[Any]:
+    for attribute in ("choices", "sequence"):
+        if hasattr(hyperparameter, attribute):
+            return list(getattr(hyperparameter, attribute))
+    if hasattr(hyperparameter, "value"):
+        return [hyperparameter.value]
+    raise ValueError(f"hyperparameter '{hyperparameter.name}' is not discrete; a table needs a grid")
+
+
+def _is_active(configspace: ConfigurationSpace, name: str, values: dict[str, Any]) -> bool:
+    for condition in configspace.parent_conditions_of[name]:
+        parent = condition.parent.name
+        if not _is_active(configspace, parent, values) or not condition.satisfied_by_value(values):
+            return False
+    return True
+
+
+def build(
+    name: str,
+    overrides: Sequence[str],
+    work_dir: Path,
+    train: Train,
+    tables: Path = TABLES,
+    space_file: Path = SPACE,
+    max_budget: int = MAX_BUDGET,
+    shard: tuple[int, int] = (0, 1),
+    seeds: int = 1,
+) -> pd.DataFrame | None:
+    """Train every configuration of ``space_file`` with seeds ``0 .. seeds-1`` (the runs not finished before, with
+    ``train``) and write the table and its spec.
+
+    ``shard=(k, n)`` trains only every n-th run from the k-th (runs ordered seed by seed), so n single-threaded
+    processes share the cores; whichever finds every run finished writes the table (``None`` until then).
+    """
+    space = load_space(space_file)
+    configs = list(grid(space))
+    runs = [(config, seed) for seed in range(seeds) for config in configs]
+    base = table_overrides(overrides, max_budget)
+    start = time.perf_counter()
+    for index, (config, seed) in enumerate(runs[shard[0] :: shard[1]]):
+        epochs = train_config(config, seed, space, base, work_dir, train)
+        print(
+            f"[table] shard {shard[0]}/{shard[1]} run {index + 1} {config_id(config)} seed {seed} {config}: val error "
+            f"{epochs[-1]['val']['error']:.3f} rank disparity {epochs[-1]['val']['rank_disparity']:.2f}",
+            flush=True,
+        )
+    if not all((run_dir(work_dir, config, seed) / "seconds.json").is_file() for config, seed in runs):
+        return None
+    table = pd.DataFrame(
+        [
+            row
+            for config, seed in runs
+            for row in table_rows(config, seed, train_config(config, seed, space, base, work_dir, train), space)
+        ]
+    )
+    seconds = pd.Series(
+        [json.loads((run_dir(work_dir, config, seed) / "seconds.json").read_text()) for config, seed in runs]
+    )
+    write_csv_atomic(table, tables / f"{name}.csv")
+    write_json_atomic(
+        tables / f"{name}.json",
+        {
+            "space": str(space_file.relative_to(SPACES_DIR.parent))
+            if space_file.is_relative_to(SPACES_DIR.parent)
+            else str(space_file),
+            "objectives": list(OBJECTIVES),
+            "max_budget": max_budget,
+            "seeds": list(range(seeds)),
+            "train_overrides": base,
+            "configurations": len(configs),
+            "train_seconds": {"total": float(seconds.sum()), "median": float(seconds.median())},
+            "build_command": f"python bench/tabular.py build --name {name} --seeds {seeds}",
+            "this_invocation_seconds": time.perf_counter() - start,
+            "shards": shard[1],
+            "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
+            "commit": source_commit(),
+        },
+    )
+    return table
+
+
+def table_overrides(overrides: Sequence[str], max_budget: int) -> list[str]:
+    """The training overrides of every run of a table built with ``overrides`` (its spec records them; the seed
+    comes after them, per run)."""
+    return [
+        "experiment=showcase",
+        "logger=none",
+        "trainer.enable_progress_bar=false",
+        *overrides,
+        f"trainer.max_epochs={max_budget}",
+        f"scheduler.horizon_epochs={max_budget}",
+        "eval.test_every_epoch=true",
+        "eval.test=false",
+        "callbacks.model_checkpoint.save_top_k=0",
+    ]
+
+
+def run_dir(work_dir: Path, config: dict[str, Any], seed: int) -> Path:
+    return work_dir / config_id(config) / f"seed{seed}"
+
+
+def train_config(
+    config: dict[str, Any], seed: int, space: SearchSpace, base: Sequence[str], work_dir: Path, train: Train
+) -> list[dict]:
+    """The per-epoch metrics of ``config``'s run with ``seed``, trained now (with ``train``) unless a finished run is
+    on disk."""
+    folder = run_dir(work_dir, config, seed)
+    record = folder / "seconds.json"
+    if not record.is_file():
+        shutil.rmtree(folder, ignore_errors=True)  # an interrupted run starts over
+        overrides = [
+            *base,
+            *space.overrides(config),
+            f"seed={seed}",
+            f"+callbacks.epoch_recorder._target_={EpochRecorder.__module__}.EpochRecorder",
+            f"+callbacks.epoch_recorder.path={folder / EPOCHS_FILE}",
+        ]
+        started = time.perf_counter()
+        train(compose_config("train", overrides, output_dir=folder))
+        write_json_atomic(record, time.perf_counter() - started)
+    return json.loads((folder / EPOCHS_FILE).read_text())
+
+
+def table_rows(config: dict[str, Any], seed: int, epochs: list[dict], space: SearchSpace) -> list[dict]:
+    """One row per epoch: the configuration's hyperparameters, the seed, then ``<split>/<metric>``."""
+    return [
+        {
+            "config_id": config_id(config),
+            "config": json.dumps(config, sort_keys=True),
+            "seed": seed,
+            "epoch": epoch,
+            **{name: config.get(name) for name in space.keys},
+            **{f"{split}/{metric}": float(metrics[split][metric]) for split in ("val", "test") for metric in METRICS},
+        }
+        for epoch, metrics in enumerate(epochs, start=1)
+    ]
