@@ -24,6 +24,18 @@ TINY_DATA = [
 ]
 
 
+def pytest_collection_modifyitems(config, items):
+    """``gpu`` tests skip, with their reason, on machines without a CUDA device."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device (marker gpu)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory):
     """One synthetic-face cache for the whole session, so each tiny data set renders once."""
