@@ -12,7 +12,7 @@ import pytest
 from ConfigSpace import ConfigurationSpace
 
 from fairnas.search import SearchSettings, load_space, run_search
-from fairnas.search.checks import section_values
+from fairnas.search.checks import Section
 from fairnas.search.records import TrialRecord
 from fairnas.search.strategies import REGISTRY, BuildContext, Proposal, Registration, register
 from fairnas.search.strategies.nsga2 import Nsga2Strategy
@@ -243,14 +243,15 @@ def test_search_py_runs_each_strategy_on_faces(tmp_path, cache_dir, strategy):
 
 
 @dataclasses.dataclass(frozen=True)
-class SweepSettings:
+class SweepSettings(Section):
     """``search.sweep``: whether the sweep runs the choices in reverse."""
 
     reverse: bool = False
+    section = "sweep"
 
     @classmethod
-    def from_mapping(cls, mapping):
-        return mapping if isinstance(mapping, cls) else cls(**section_values(cls, mapping, "sweep"))
+    def checked(cls, values):
+        return cls(**values)
 
 
 class Sweep:

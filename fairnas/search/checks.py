@@ -6,7 +6,26 @@ import dataclasses
 import math
 import numbers
 from collections.abc import Callable, Collection, Iterable, Mapping
-from typing import Any
+from typing import Any, ClassVar, Self
+
+
+class Section:
+    """A settings section ``search.<section>`` (a frozen dataclass): :meth:`from_mapping` takes its values over
+    the defaults and :meth:`checked` (each subclass's) checks them, a bad one named in one line."""
+
+    section: ClassVar[str]
+
+    @classmethod
+    def from_mapping(cls, mapping: Any) -> Self:
+        """The section from a dict, an OmegaConf node, None (the defaults) or itself; an unknown key is named."""
+        if isinstance(mapping, cls):
+            return mapping
+        return cls.checked(section_values(cls, mapping, cls.section))
+
+    @classmethod
+    def checked(cls, values: dict[str, Any]) -> Self:
+        """The section from every one of its values, each checked."""
+        raise NotImplementedError
 
 
 def section_values(cls: type, mapping: Mapping[str, Any] | None, section: str) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import math
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from fairnas.search.checks import as_tuple, integer, number, number_list, number_or_numbers, optional, section_values
+from fairnas.search.checks import Section, as_tuple, integer, number, number_list, number_or_numbers, optional
 from fairnas.search.records import RESERVED_COLUMNS
 from fairnas.search.strategies import REGISTRY, registration
 
@@ -26,7 +26,7 @@ MOVED = {
 
 
 @dataclasses.dataclass(frozen=True)
-class FinalSettings:
+class FinalSettings(Section):
     """The final-selection stage (thesis Sec. 4.5.1): after the search, the ``top_k`` best full-budget
     configurations (non-dominated sorting of their observed objectives) are re-trained at the maximum budget with
     ``seeds`` training seeds the search did not use, and the search's answer is the non-dominated set of their
@@ -36,13 +36,10 @@ class FinalSettings:
 
     top_k: int = 3
     seeds: int = 2
+    section = "final"
 
     @classmethod
-    def from_mapping(cls, mapping: FinalSettings | Mapping[str, Any] | None) -> FinalSettings:
-        """Settings from ``search.final`` (a dict or an OmegaConf node); unknown keys and bad values are named."""
-        if isinstance(mapping, FinalSettings):
-            return mapping
-        values = section_values(cls, mapping, "final")
+    def checked(cls, values: dict[str, Any]) -> FinalSettings:
         return cls(
             top_k=integer("final.top_k", values["top_k"], minimum=1),
             seeds=integer("final.seeds", values["seeds"], minimum=0),

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +42,7 @@ from pymoo.core.termination import NoTermination
 from pymoo.core.variable import Choice, Integer, Real, Variable
 from pymoo.operators.selection.tournament import TournamentSelection
 
-from fairnas.search.checks import integer, section_values
+from fairnas.search.checks import Section, integer
 from fairnas.search.records import TrialKey, TrialRecord, trial_key
 from fairnas.search.strategies.base import BuildContext, Proposal, Registration, register
 from fairnas.search.trial import TrialOutcome, native_config
@@ -52,17 +52,14 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class Nsga2Settings:
+class Nsga2Settings(Section):
     """``search.nsga2``: ``population_size``, the trials of a generation (the first is drawn at random)."""
 
     population_size: int = 20
+    section = "nsga2"
 
     @classmethod
-    def from_mapping(cls, mapping: Nsga2Settings | Mapping[str, Any] | None) -> Nsga2Settings:
-        """Settings from ``search.nsga2`` (a dict or an OmegaConf node); unknown keys and bad values are named."""
-        if isinstance(mapping, Nsga2Settings):
-            return mapping
-        values = section_values(cls, mapping, "nsga2")
+    def checked(cls, values: dict[str, Any]) -> Nsga2Settings:
         return cls(population_size=integer("nsga2.population_size", values["population_size"], minimum=2))
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import warnings
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +27,7 @@ from smac.multi_objective.parego import ParEGO
 from smac.runhistory.dataclasses import TrialInfo, TrialValue
 from smac.runhistory.enumerations import StatusType
 
-from fairnas.search.checks import check_choice, integer, number, number_list, optional, section_values
+from fairnas.search.checks import Section, check_choice, integer, number, number_list, optional
 from fairnas.search.records import TrialRecord
 from fairnas.search.strategies.base import BuildContext, Proposal, Registration, register
 from fairnas.search.trial import SUCCESS, TrialOutcome, native_config
@@ -41,7 +40,7 @@ MULTI_OBJECTIVE_ALGORITHMS = ("parego", "mean")
 
 
 @dataclasses.dataclass(frozen=True)
-class SmacSettings:
+class SmacSettings(Section):
     """``search.smac``: the intensifier (``scheduler``: Hyperband or successive halving, thesis Sec. 4.4.5), the
     aggregation of several objectives (``multi_objective``: ParEGO with ``rho``, thesis Sec. 4.4.6, or their mean
     with ``objective_weights``), and ``n_seeds``: with more than 1, SMAC's intensifier races a configuration on up
@@ -52,13 +51,10 @@ class SmacSettings:
     rho: float = 0.05
     objective_weights: tuple[float, ...] | None = None
     n_seeds: int = 1
+    section = "smac"
 
     @classmethod
-    def from_mapping(cls, mapping: SmacSettings | Mapping[str, Any] | None) -> SmacSettings:
-        """Settings from ``search.smac`` (a dict or an OmegaConf node); unknown keys and bad values are named."""
-        if isinstance(mapping, SmacSettings):
-            return mapping
-        values = section_values(cls, mapping, "smac")
+    def checked(cls, values: dict[str, Any]) -> SmacSettings:
         check_choice("smac.scheduler", values["scheduler"], SCHEDULERS)
         check_choice("smac.multi_objective", values["multi_objective"], MULTI_OBJECTIVE_ALGORITHMS)
         settings = cls(

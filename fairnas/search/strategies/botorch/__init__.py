@@ -14,13 +14,12 @@ strategy; without it, that stops with one line naming the extra.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ConfigSpace import ConfigurationSpace
 
-from fairnas.search.checks import check_choice, integer, optional, section_values
+from fairnas.search.checks import Section, check_choice, integer, optional
 from fairnas.search.strategies.base import BuildContext, Registration, Strategy, register
 
 if TYPE_CHECKING:
@@ -31,7 +30,7 @@ CRASHED = ("worst", "exclude")
 
 
 @dataclass(frozen=True)
-class BotorchSettings:
+class BotorchSettings(Section):
     """``search.botorch``: the Gaussian-process search's own settings (docs/search_strategies.md).
 
     ``fidelity``: ``full`` (every trial at the maximum budget), ``early_stop`` (a configuration climbs the rungs one
@@ -54,13 +53,10 @@ class BotorchSettings:
     num_restarts: int = 10
     mc_samples: int = 128
     crashed: str = "worst"
+    section = "botorch"
 
     @classmethod
-    def from_mapping(cls, mapping: BotorchSettings | Mapping[str, Any] | None) -> BotorchSettings:
-        """Settings from ``search.botorch`` (a dict or an OmegaConf node); unknown keys and bad values are named."""
-        if isinstance(mapping, BotorchSettings):
-            return mapping
-        values = section_values(cls, mapping, "botorch")
+    def checked(cls, values: dict[str, Any]) -> BotorchSettings:
         check_choice("botorch.fidelity", values["fidelity"], FIDELITIES)
         check_choice("botorch.crashed", values["crashed"], CRASHED)
         settings = cls(
