@@ -9,6 +9,7 @@ import math
 import pandas as pd
 import pytest
 
+from fairnas.metrics import IDENTIFICATION_METRICS
 from fairnas.mitigations.table import comparison_table, format_cell, markdown_tables, summarize
 from fairnas.tasks import train as training
 from fairnas.tasks.compare import front_models, seed_list
@@ -180,6 +181,34 @@ def test_compare_trains_every_pair_over_seeds_writes_the_tables_and_resumes(tmp_
     pd.testing.assert_frame_equal(again, summary)
 
 
+def test_compare_trains_on_two_dask_workers_baselines_first_and_resumes_without_them(tmp_path, cache_dir, monkeypatch):
+    from fairnas.tasks import compare
+
+    cfg = compare_config(tmp_path, cache_dir, ["none", "angular"], n_workers=2, logger=None)
+    compare.run_comparison(cfg)
+    out = tmp_path / "compare"
+    runs = pd.read_csv(out / "runs.csv")
+    assert len(runs) == 4 and runs[list(IDENTIFICATION_METRICS)].notna().all().all()
+    for seed in (0, 1):  # the mitigation wave read the baselines the first wave wrote
+        record = json.loads((out / f"runs/SMAC_301/angular/seed{seed}/compare_run.json").read_text())
+        assert f"mitigation.reference_metrics='{out}/runs/SMAC_301/none/seed{seed}/metrics.json'" in record["overrides"]
+    monkeypatch.setattr(
+        compare, "open_pool", lambda *args, **kwargs: pytest.fail("a finished comparison opened a pool")
+    )
+    pd.testing.assert_frame_equal(pd.read_csv(out / "runs.csv"), runs)
+    compare.run_comparison(cfg)  # every run read back: no pool, no Dask cluster
+
+
+def test_a_failed_run_stops_the_comparison_in_one_line_after_its_wave(tmp_path, cache_dir):
+    from fairnas.tasks.compare import run_comparison
+
+    cfg = compare_config(tmp_path, cache_dir, ["none"], seeds=2, logger=None)
+    cfg.train_overrides = [*cfg.train_overrides, "data.table.n_identities=2"]  # too few identities to split
+    message = r"^compare: 2 run\(s\) failed, the first SMAC_301/none/seed0: ValueError: .*n_identities"
+    with pytest.raises(ValueError, match=message):
+        run_comparison(cfg)
+
+
 def test_compare_refuses_to_reuse_runs_made_with_other_overrides(tmp_path, cache_dir):
     from fairnas.tasks.compare import run_comparison
 
@@ -261,8 +290,7 @@ def test_bad_settings_are_named_before_training(tmp_path, cache_dir, settings, m
 
 
 def test_compare_trains_every_model_with_a_front_on_the_fresh_seeds(tmp_path, cache_dir, monkeypatch):
-    from fairnas.metrics import IDENTIFICATION_METRICS
-    from fairnas.tasks import compare
+    from fairnas.tasks import compare, run_pool
 
     trained = []
 
@@ -270,7 +298,7 @@ def test_compare_trains_every_model_with_a_front_on_the_fresh_seeds(tmp_path, ca
         trained.append((run_dir.relative_to(tmp_path / "compare").parts[1], overrides[-1]))
         return {"test": dict.fromkeys(IDENTIFICATION_METRICS, 0.5)}
 
-    monkeypatch.setattr(compare, "train_once", fake_train_once)
+    monkeypatch.setattr(run_pool, "train_once", fake_train_once)
     cfg = compare_config(tmp_path, cache_dir, ["none"], seeds=3, logger=None, front=str(fake_search(tmp_path / "s")))
     compare.run_comparison(cfg)
     assert trained == [(model, f"seed={seed}") for model in ("SMAC_301", "SMAC_301_arcface") for seed in (3, 4, 5)]

@@ -243,12 +243,12 @@ def check_compare(cfg, tmp_path: Path, monkeypatch) -> None:
         require_data_root(composed)
         return composed
 
-    def first_run(run_dir, overrides, same_config=False):
+    def first_runs(jobs, pool, label):
         raise ReachedTheRun
 
     monkeypatch.setattr(compare, "compose_config", compose)
     monkeypatch.setattr(compare, "_compose", compose_and_check)
-    monkeypatch.setattr(compare, "train_once", first_run)
+    monkeypatch.setattr(compare, "train_all", first_runs)
     with pytest.raises(ReachedTheRun):
         compare.run_comparison(cfg)
 

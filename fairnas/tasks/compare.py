@@ -14,6 +14,10 @@ output folder is ``outputs/compare/<name>``, so running the same command again r
 runs elsewhere (``reuse_runs``: folders searched for the run records ``train_once`` writes) are read back too when
 their training config is the one a cell needs, e.g. the baselines a showcase stage trained already.
 
+The runs go through the search's pool (``n_workers`` at once on a local Dask cluster, or an existing scheduler:
+``dask_address`` / ``dask_scheduler_file`` over TLS, as in ``search.py``): every baseline first, then every
+mitigation; a failed run stops the comparison with one line once its wave has finished.
+
 Outputs in ``output_dir``: ``runs.csv`` (every run's metrics on ``split``), ``summary.csv`` (mean and standard error
 per cell and metric, Pareto flags), ``tables.csv`` / ``tables.md`` (the Table 4.6 format per metric),
 ``comparison.png`` (all cells), and the same tables and figure to the configured loggers.
@@ -21,6 +25,8 @@ per cell and metric, Pareto flags), ``tables.csv`` / ``tables.md`` (the Table 4.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import itertools
 import json
 import logging
@@ -38,11 +44,13 @@ from fairnas.mitigations.grid import BASELINE, Mitigation, choice, grid, path_na
 from fairnas.mitigations.table import comparison_figure, comparison_table, markdown_tables, summarize
 from fairnas.search import load_space
 from fairnas.search.final import FINAL_TRIALS_FILE, fresh_seeds
+from fairnas.search.parallel import open_pool
 from fairnas.search.result import TRIALS_FILE
 from fairnas.tasks.cli import hydra_command
 from fairnas.tasks.reporting import Report
 from fairnas.tasks.run_lock import locks_output_dir
-from fairnas.tasks.runs import RUN_RECORD, model_label, train_once
+from fairnas.tasks.run_pool import Job, train_all
+from fairnas.tasks.runs import RUN_RECORD, model_label
 from fairnas.tasks.train import read_checkpoint_settings
 
 log = logging.getLogger(__name__)
@@ -70,29 +78,42 @@ def run_comparison(cfg: DictConfig) -> pd.DataFrame:
     titles = {name: mitigation.title for name, mitigation in declared.items()}
 
     finished = FinishedRuns(cfg.get("reuse_runs") or [])
-    # Each model and seed in turn, the baseline first: the mitigations of that model and seed read their inputs from it.
+    # Each model and seed in turn, the baseline first: the mitigations of that model and seed read their inputs from
+    # it. So the runs go to the pool in two waves, the baselines, then the mitigations.
     order = {pair: rank for rank, pair in enumerate(itertools.product(models, seeds))}
     cells = sorted(grid(list(models), list(declared.values()), seeds), key=lambda cell: order[cell.model, cell.seed])
     baselines: dict[tuple[str, int], Path] = {}
-    records = []
-    for cell in cells:
-        pair, mitigation = (cell.model, cell.seed), cell.mitigation
-        overrides = [*cfg.train_overrides, *models[cell.model], *mitigation.overrides, f"seed={cell.seed}"]
-        if pair in baselines:
-            overrides += mitigation.baseline_overrides(baselines[pair])
-        reused = finished.find(overrides)
-        run_dir = reused or output_dir / "runs" / cell.folder
-        baselines.setdefault(pair, run_dir)
-        metrics = train_once(run_dir, overrides, same_config=reused is not None)
-        if mitigation.name in mitigations:
-            records.append(
-                {
-                    "model": cell.model,
-                    "mitigation": mitigation.name,
-                    "seed": cell.seed,
-                    **{key: float(metrics[cfg.split][key]) for key in IDENTIFICATION_METRICS},
-                }
-            )
+    metrics: dict[Path, dict] = {}
+    with contextlib.ExitStack() as stack:
+        pool = functools.cache(lambda: stack.enter_context(open_pool(cfg.n_workers, **pool_settings(cfg))))
+        for wave in (BASELINE, "mitigations"):
+            jobs = {}
+            for cell in cells:
+                if (cell.mitigation.name == BASELINE) != (wave == BASELINE):
+                    continue
+                pair, mitigation = (cell.model, cell.seed), cell.mitigation
+                overrides = [*cfg.train_overrides, *models[cell.model], *mitigation.overrides, f"seed={cell.seed}"]
+                if pair in baselines:
+                    overrides += mitigation.baseline_overrides(baselines[pair])
+                reused = finished.find(overrides)
+                job = Job(reused or output_dir / "runs" / cell.folder, overrides, same_config=reused is not None)
+                jobs[cell.folder] = job
+                baselines.setdefault(pair, job.run_dir)
+            metrics |= train_all(jobs, pool, f"compare {wave}")
+            failed = {folder: result["error"] for folder, result in metrics.items() if "error" in result}
+            if failed:
+                folder, error = next(iter(failed.items()))
+                raise ValueError(f"compare: {len(failed)} run(s) failed, the first {folder}: {error}")
+    records = [
+        {
+            "model": cell.model,
+            "mitigation": cell.mitigation.name,
+            "seed": cell.seed,
+            **{key: float(metrics[cell.folder][cfg.split][key]) for key in IDENTIFICATION_METRICS},
+        }
+        for cell in cells
+        if cell.mitigation.name in mitigations
+    ]
     runs = pd.DataFrame(records)
     summary = summarize(runs, list(cfg.metrics))
     write_outputs(runs, summary, titles, cfg)
@@ -245,6 +266,18 @@ def front_models(front: str | Path, space: str | Path, train_overrides: Sequence
     return models
 
 
+def pool_settings(cfg: DictConfig) -> dict:
+    """``open_pool``'s keywords from the comparison's Dask keys (as ``search.py``'s: a local cluster of ``n_workers``,
+    or an existing scheduler over TLS)."""
+    return {
+        "dask_address": cfg.dask_address,
+        "dask_scheduler_file": cfg.dask_scheduler_file,
+        "timeout": cfg.dask_timeout,
+        "tls": cfg.dask_tls,
+        "insecure": cfg.dask_insecure,
+    }
+
+
 def _check_settings(cfg: DictConfig) -> None:
     """The comparison's own settings, before anything is composed or trained."""
     if cfg.split not in SPLITS:
@@ -261,6 +294,8 @@ def _check_settings(cfg: DictConfig) -> None:
         )
     if not cfg.mitigations or len(set(cfg.mitigations)) != len(cfg.mitigations):
         raise ValueError(f"mitigations={list(cfg.mitigations or [])} must name each mitigation once")
+    if not isinstance(cfg.n_workers, int) or cfg.n_workers < 1:
+        raise ValueError(f"n_workers={cfg.n_workers!r} must be an integer >= 1")
 
 
 main = hydra_command(run_comparison, "compare")

@@ -2,7 +2,7 @@
 cluster, ending in one report a person reads.
 
 The stages (``study.stages``, each sized in ``conf/study/``) are the modules of :mod:`fairnas.study.stages`. This
-module wires them to training and search: every run is an ordinary ``train`` run (:mod:`fairnas.tasks.study_runs`)
+module wires them to training and search: every run is an ordinary ``train`` run (:mod:`fairnas.tasks.run_pool`)
 sent through the search's pool (``study.n_workers``, or a Dask scheduler as in ``search.py``) and read back when an
 earlier invocation finished it, so an interrupted study resumes; the search stage runs ``search.py``'s search on the
 same workers. Writes ``outputs/study/<name>/``: ``runs.csv``, ``claims.csv``, a table per stage, figures (the
@@ -26,15 +26,15 @@ from omegaconf import DictConfig, OmegaConf
 from fairnas.search import SearchResult
 from fairnas.search.parallel import DaskPool, TrialPool, open_pool
 from fairnas.study.context import StudyContext
-from fairnas.study.runs import RunSpec
+from fairnas.study.runs import RunSpec, run_row
 from fairnas.study.stages import run_stage
 from fairnas.study.summary import Summary, write_summary
 from fairnas.tasks.cli import hydra_command
 from fairnas.tasks.reporting import Report
 from fairnas.tasks.run_lock import locks_output_dir, run_folder_lock
+from fairnas.tasks.run_pool import Job, train_all
 from fairnas.tasks.search import FaceSearch, report_search, search_faces
 from fairnas.tasks.study_checks import check_study
-from fairnas.tasks.study_runs import run_all
 
 log = logging.getLogger(__name__)
 STUDY_KEYS = ("study", "name", "hydra", "logger", "output_dir")
@@ -64,7 +64,7 @@ def run_study(cfg: DictConfig, overrides: Sequence[str] | None = None) -> pd.Dat
         # Tables and figures are written as the stages go (files only); the W&B run gets them at the end, so that it
         # is not open while the search reports its own runs.
         files = Report(OmegaConf.create({"logger": {}}), output_dir=cfg.output_dir)
-        train = functools.partial(train_runs, Path(cfg.output_dir), pool)
+        train = functools.partial(run_all, Path(cfg.output_dir), pool)
         context = StudyContext(cfg, base, files, train, functools.partial(search, cfg, base, pool))
         for stage in settings.stages:
             run_stage(stage, context)
@@ -72,11 +72,21 @@ def run_study(cfg: DictConfig, overrides: Sequence[str] | None = None) -> pd.Dat
     return context.runs
 
 
-def train_runs(
-    output_dir: Path, pool: Callable[[], TrialPool], specs: Sequence[RunSpec], overrides: Callable, stage: str
+def run_all(
+    output_dir: Path,
+    pool: Callable[[], TrialPool],
+    specs: Sequence[RunSpec],
+    overrides: Callable[[RunSpec], list[str]],
+    stage: str,
 ) -> pd.DataFrame:
-    """Train a stage's runs through the study's pool (:func:`~fairnas.tasks.study_runs.run_all`)."""
-    return run_all(specs, output_dir=output_dir, overrides=overrides, pool=pool, stage=stage)
+    """A stage's runs (each folder once) through the study's pool: one row per spec
+    (:func:`~fairnas.study.runs.run_row`); a crashed run's row says so and the claims it feeds leave it out."""
+    specs = list(dict.fromkeys(specs))
+    jobs: dict[Path, Job] = {}
+    for spec in specs:
+        jobs.setdefault(spec.folder, Job(output_dir / spec.folder, overrides(spec)))
+    results = train_all(jobs, pool, f"study {stage}")
+    return pd.DataFrame([run_row(spec, results[spec.folder], stage) for spec in specs])
 
 
 def search(cfg: DictConfig, base: list[str], pool: Callable[[], TrialPool], values: dict[str, Any]) -> SearchResult:
