@@ -24,6 +24,7 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -169,6 +170,7 @@ def main() -> None:
     parser.add_argument("--block-size", type=int, default=1024)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu", help="cpu or cuda (the naive method runs on the CPU only)")
+    parser.add_argument("--output", type=Path, help="also write every size's timings there as JSON")
     parser.add_argument("--worker", choices=METHODS, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -194,6 +196,8 @@ def main() -> None:
         )
         print(f"done N = {n_images}", file=sys.stderr, flush=True)
     print(format_table(rows))
+    if args.output is not None:
+        args.output.write_text(json.dumps(rows, indent=1, default=float))
     print(
         "peak memory = growth of the worker's peak resident set size during the call (getrusage ru_maxrss); on "
         "a GPU, torch.cuda.max_memory_allocated above what the embeddings held"

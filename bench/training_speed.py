@@ -4,12 +4,14 @@ Two parts, both on pre-built random batches (data loading is excluded; ``bench/d
 
 - ``loop``: the fairnas training step under Lightning (``FaceRecognitionModule`` fitted by a ``pl.Trainer``) against
   a bare PyTorch loop over the same embedder, margin head, loss and optimiser, started from the same weights, on the
-  same batches, for the same number of steps. The first ``--warmup`` steps of each are not timed. Goal: Lightning
-  >= 0.95x the bare loop's images/s.
+  same batches, for the same number of steps (``--loop-bf16``: both under bf16 autocast). The first ``--warmup``
+  steps of each are not timed, and both synchronise the device only where their timing starts and ends. Goal:
+  Lightning >= 0.95x the bare loop's images/s.
 - ``models``: training images/s (forward, backward, optimiser step) of the paper-sized searchable DPN
   (``backbone.preset=paper``, SMAC_301) against timm's ``dpn68`` at 112 px, fp32 and bf16 autocast, each also with
   ``channels_last`` (``--channels-last``) and ``torch.compile`` (``--compile``, timed after compilation), as a ratio
-  to the same model's fp32 eager run.
+  to the same model's fp32 eager run, and each model's training GFLOP per image (3x the forward pass's, ``torch.utils.flop_counter``),
+  from which ``bench/gpu_check.py`` computes the model FLOP utilisation.
 - ``showcase``: the models of the showcase study (``python study.py experiment=showcase``: the default and a
   searched DPN, ``timm_zoo_small.yaml``'s architectures) on the ``experiment=showcase`` preset at 32 px (AdamW),
   trained in PyTorch's default NCHW memory format with AdamW's for-loop update, then with ``channels_last``, then
@@ -37,6 +39,7 @@ import pandas as pd
 import pytorch_lightning as pl
 import torch
 from hydra.utils import instantiate
+from torch.utils.flop_counter import FlopCounterMode
 
 from fairnas.config import compose_config
 from fairnas.search import load_space
@@ -55,6 +58,7 @@ class Setting:
     image_size: int
     steps: int
     warmup: int
+    bf16: bool = False  # the loop comparison under bf16 autocast (Lightning: precision bf16-mixed)
 
 
 def build_module(overrides: list[str]) -> FaceRecognitionModule:
@@ -93,7 +97,8 @@ def synchronize(device: str) -> None:
 
 
 class StepTimer(pl.Callback):
-    """Wall time from the start of training step ``warmup`` to the end of the last step."""
+    """Wall time from the start of training step ``warmup`` to the end of the last step, timed as the bare loop is:
+    the device is synchronised only at those two points, so queued GPU work overlaps the host as it does there."""
 
     def __init__(self, warmup: int, device: str):
         self.warmup, self.device, self.start, self.end = warmup, device, None, None
@@ -104,8 +109,9 @@ class StepTimer(pl.Callback):
             self.start = time.perf_counter()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        synchronize(self.device)
-        self.end = time.perf_counter()
+        if trainer.global_step == trainer.max_steps:  # the last optimiser step has been taken
+            synchronize(self.device)
+            self.end = time.perf_counter()
 
 
 def lightning_images_per_second(module: FaceRecognitionModule, batches: list[dict], setting: Setting) -> float:
@@ -113,6 +119,7 @@ def lightning_images_per_second(module: FaceRecognitionModule, batches: list[dic
     trainer = pl.Trainer(
         accelerator="gpu" if setting.device.startswith("cuda") else "cpu",
         devices=1,
+        precision="bf16-mixed" if setting.bf16 else "32-true",
         max_steps=len(batches),
         limit_val_batches=0,
         num_sanity_val_steps=0,
@@ -158,9 +165,8 @@ def compare_loops(setting: Setting) -> pd.DataFrame:
     module = build_module(["backbone.preset=tiny"]).to(setting.device)
     bare = copy.deepcopy(module).train()
     batches = random_batches(setting, setting.warmup + setting.steps)
-    bare_rate = train_steps(
-        bare.embedder, bare.head, bare.loss, bare.optimizer_factory(params=bare.parameters()), batches, setting
-    )
+    optimizer = bare.optimizer_factory(params=bare.parameters())
+    bare_rate = train_steps(bare.embedder, bare.head, bare.loss, optimizer, batches, setting, autocast=setting.bf16)
     lightning_rate = lightning_images_per_second(module, batches, setting)
     return pd.DataFrame(
         [
@@ -181,12 +187,26 @@ SHOWCASE_MODELS = {
 }
 
 
+def training_flops_per_image(module: FaceRecognitionModule, batch: dict) -> float:
+    """FLOPs of one training step per image: 3x the forward pass's (the backward pass of a convolution or matrix
+    product computes the input's and the weights' gradients, each as costly as the forward), counted by
+    ``torch.utils.flop_counter`` on two images of ``batch`` (2 FLOPs per multiply-add). The forward count only: in
+    torch 2.14 the counter charges a grouped convolution's backward as if it were dense (measured: 34x the forward
+    at 32 groups instead of 3x), and the DPNs are built of grouped convolutions."""
+    images, labels = batch["image"][:2], batch["label"][:2]
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        module.head(module.embedder(images), labels)
+    return 3 * counter.get_total_flops() / len(images)
+
+
 def compare_models(setting: Setting, models: dict[str, list[str]], variants: list[tuple]) -> pd.DataFrame:
-    """Training images/s per model and variant ``(name, autocast, overrides, compile)``, and the ratio to the
-    model's first variant."""
+    """Training images/s per model and variant ``(name, autocast, overrides, compile)``, the ratio to the model's
+    first variant, and the model's training GFLOP per image (the same in every variant)."""
     batches = random_batches(setting, setting.warmup + setting.steps)
     rows = []
     for model, overrides in models.items():
+        torch.manual_seed(0)
+        flops = training_flops_per_image(build_module(overrides).to(setting.device).train(), batches[0])
         for variant, autocast, variant_overrides, compiled in variants:
             torch.manual_seed(0)
             module = build_module([*overrides, *variant_overrides]).to(setting.device).train()
@@ -200,7 +220,7 @@ def compare_models(setting: Setting, models: dict[str, list[str]], variants: lis
                 setting,
                 autocast=autocast,
             )
-            rows.append({"model": model, "variant": variant, "images/s": rate})
+            rows.append({"model": model, "variant": variant, "images/s": rate, "GFLOP/image": flops / 1e9})
     table = pd.DataFrame(rows)
     baseline = table[table["variant"] == variants[0][0]].set_index("model")["images/s"]
     table[f"ratio to {variants[0][0]}"] = table["images/s"] / table["model"].map(baseline)
@@ -233,19 +253,23 @@ def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
     parser.add_argument("--parts", default="loop,models", help="comma-separated: loop, models, showcase")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--loop-image-size", type=int, default=64, help="image size of the loop comparison")
+    parser.add_argument("--loop-bf16", action="store_true", help="the loop comparison under bf16 autocast")
     parser.add_argument("--steps", type=int, default=10, help="timed steps")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     parser.add_argument("--channels-last", action="store_true")
     parser.add_argument("--compile", action="store_true")
+    parser.add_argument("--output-dir", type=Path, help="also write each part's table as <part>.csv there")
     args = parser.parse_args(argv)
     parts = set(args.parts.split(","))
     print(header(args.device))
     tables = {}
     if "loop" in parts:
-        setting = Setting(args.device, args.batch_size, args.loop_image_size, args.steps, args.warmup)
+        setting = Setting(args.device, args.batch_size, args.loop_image_size, args.steps, args.warmup, args.loop_bf16)
         tables["loop"] = compare_loops(setting)
+        precision = "bf16" if setting.bf16 else "fp32"
         print(
-            f"\nLightning vs a bare loop (tiny DPN, CosFace, {setting.image_size} px, batch {setting.batch_size}; "
+            f"\nLightning vs a bare loop (tiny DPN, CosFace, {setting.image_size} px, batch {setting.batch_size}, "
+            f"{precision}; "
             f"goal >= {LOOP_GOAL}):\n{tables['loop'].to_string(index=False, float_format='{:.3f}'.format)}"
         )
     if "models" in parts:
@@ -267,6 +291,10 @@ def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
             f"\nTraining images/s of the showcase's models at 32 px, batch {setting.batch_size}:\n"
             f"{tables['showcase'].to_string(index=False, float_format='{:.3f}'.format)}"
         )
+    if args.output_dir is not None:
+        args.output_dir.mkdir(parents=True, exist_ok=True)
+        for part, table in tables.items():
+            table.to_csv(args.output_dir / f"{part}.csv", index=False)
     return tables
 
 

@@ -1,10 +1,11 @@
-"""bench/training_speed.py runs end to end and reports every row it promises (no timing is asserted)."""
+"""bench/training_speed.py runs end to end and reports every row it promises (no timing is asserted), and
+bench/gpu_check.py reads its tables."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench import training_speed
+from bench import gpu_check, training_speed
 
 
 @pytest.mark.filterwarnings("ignore")
@@ -18,7 +19,30 @@ def test_training_speed_reports_both_loops_and_every_model_variant(capsys):
     assert set(models["variant"]) == {"fp32", "bf16", "fp32 channels_last", "bf16 channels_last"}
     assert models.groupby("model").size().to_dict() == {"DPN paper (SMAC_301)": 4, "timm dpn68": 4}
     assert (models.loc[models["variant"] == "fp32", "ratio to fp32"] == 1.0).all() and (models["images/s"] > 0).all()
+    flops = models.groupby("model")["GFLOP/image"]
+    assert (flops.nunique() == 1).all()  # one count per model, whatever the precision or memory format
+    # dpn68: 2.3 G multiply-adds per image at 224 px (timm), so about 0.6 at 112 px; forward and backward 3x that
+    assert flops.first()["timm dpn68"] == pytest.approx(3 * 2 * 0.6, rel=0.05)
     assert "Lightning vs a bare loop" in capsys.readouterr().out
+
+    # bench/gpu_check.py's reading of these tables: model FLOP utilisation against a peak, and the goals
+    summary = gpu_check.throughput_summary(loop, models, peaks=(2.0, 1.0))
+    first = summary["models"][0]
+    assert first["mfu"] == pytest.approx(first["images/s"] * first["GFLOP/image"] * 1e9 / 1e12)  # fp32: TF32 peak
+    assert summary["lightning_to_bare"] == loop["ratio to bare"].iloc[1]
+    assert (
+        summary["paper_dpn_bf16_images_per_s"]
+        == models.loc[
+            models["variant"].str.startswith("bf16") & (models["model"] == "DPN paper (SMAC_301)"), "images/s"
+        ].max()
+    )
+    assert gpu_check.throughput_summary(loop, models, peaks=None)["models"][0].keys() == set(models.columns)
+
+
+def test_the_gpu_check_stops_in_one_line_without_a_gpu(monkeypatch):
+    monkeypatch.setattr(gpu_check.torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit, match=r"^gpu_check: no CUDA device here"):
+        gpu_check.main(["--out", "unused"])
 
 
 @pytest.mark.filterwarnings("ignore")

@@ -187,7 +187,7 @@ def test_block_size_does_not_change_result(block_size):
     assert face_identification_metrics(**THREE_GROUPS, normalize=False, block_size=block_size) == reference
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.gpu
 def test_cuda_embeddings_match_cpu():
     cpu = face_identification_metrics(**THREE_GROUPS, normalize=False)
     cuda = face_identification_metrics(
