@@ -10,8 +10,8 @@ Two parts, both on pre-built random batches (data loading is excluded; ``bench/d
 - ``models``: training images/s (forward, backward, optimiser step) of the paper-sized searchable DPN
   (``backbone.preset=paper``, SMAC_301) against timm's ``dpn68`` at 112 px, fp32 and bf16 autocast, each also with
   ``channels_last`` (``--channels-last``) and ``torch.compile`` (``--compile``, timed after compilation), as a ratio
-  to the same model's fp32 eager run, and each model's training GFLOP per image (3x the forward pass's, ``torch.utils.flop_counter``),
-  from which ``bench/gpu_check.py`` computes the model FLOP utilisation.
+  to the same model's fp32 eager run, and each model's training GFLOP per image (3x the forward pass's,
+  ``torch.utils.flop_counter``), from which ``bench/gpu_check.py`` computes the model FLOP utilisation.
 - ``showcase``: the models of the showcase study (``python study.py experiment=showcase``: the default and a
   searched DPN, ``timm_zoo_small.yaml``'s architectures) on the ``experiment=showcase`` preset at 32 px (AdamW),
   trained in PyTorch's default NCHW memory format with AdamW's for-loop update, then with ``channels_last``, then
