@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bench import gpu_check, training_speed
+from fairnas.config import compose_config
 
 
 @pytest.mark.filterwarnings("ignore")
@@ -55,3 +56,15 @@ def test_training_speed_showcase_part_times_every_showcase_model_in_both_memory_
         name: ["NCHW", "channels_last", "channels_last, fused AdamW"] for name in models
     }
     assert (table.loc[table["variant"] == "NCHW", "ratio to NCHW"] == 1.0).all() and (table["images/s"] > 0).all()
+
+
+def test_the_gpu_check_names_an_unknown_check_and_the_allowed_ones_before_looking_for_a_gpu():
+    with pytest.raises(SystemExit, match=r"^gpu_check: unknown --checks speed; allowed: gpu_tests, .*, compiled, ddp$"):
+        gpu_check.main(["--checks", "metrics,speed"])
+
+
+def test_the_gpu_checks_overrides_compose_as_meant():
+    search = compose_config("search", gpu_check.SEARCH).search
+    assert list(search.train_overrides) == ["trainer=gpu"] and search.total_budget == 24 and search.final.seeds == 1
+    train = compose_config("train", ["trainer=gpu", *gpu_check.PAPER_DPN])
+    assert train.data.table.image_size == 112 and train.trainer.accelerator == "gpu"

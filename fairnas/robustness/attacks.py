@@ -13,11 +13,21 @@ budget has distance +inf (no bound found).
 
 from __future__ import annotations
 
-import foolbox
+import importlib
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
+if TYPE_CHECKING:
+    import foolbox
+
 PIXEL_BOUNDS = (0.0, 1.0)
+
+
+def _foolbox():
+    """Foolbox, imported when an attack is built: training imports this package, and GPU images often lack it."""
+    return importlib.import_module("foolbox")
 
 
 class MinimalAdversarialDistance:
@@ -29,7 +39,7 @@ class MinimalAdversarialDistance:
         self.attack = attack
 
     def __call__(self, classifier: nn.Module, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        model = foolbox.PyTorchModel(classifier, bounds=PIXEL_BOUNDS, device=inputs.device)
+        model = _foolbox().PyTorchModel(classifier, bounds=PIXEL_BOUNDS, device=inputs.device)
         labels = labels.to(inputs.device).long()
         with torch.enable_grad():
             _, adversarial, success = self.attack(model, inputs.detach(), labels, epsilons=None)
@@ -49,7 +59,7 @@ class DeepFool(MinimalAdversarialDistance):
             raise ValueError(f"deepfool.candidates={candidates} must be >= 2 (the true class and a rival)")
         if overshoot < 0:
             raise ValueError(f"deepfool.overshoot={overshoot} must be non-negative")
-        super().__init__(foolbox.attacks.L2DeepFoolAttack(steps=steps, candidates=candidates, overshoot=overshoot))
+        super().__init__(_foolbox().attacks.L2DeepFoolAttack(steps=steps, candidates=candidates, overshoot=overshoot))
 
 
 class CarliniWagnerL2(MinimalAdversarialDistance):
@@ -67,7 +77,7 @@ class CarliniWagnerL2(MinimalAdversarialDistance):
         if stepsize <= 0 or initial_const <= 0:
             raise ValueError(f"cw.stepsize={stepsize} and cw.initial_const={initial_const} must be positive")
         super().__init__(
-            foolbox.attacks.L2CarliniWagnerAttack(
+            _foolbox().attacks.L2CarliniWagnerAttack(
                 binary_search_steps=binary_search_steps,
                 steps=steps,
                 stepsize=stepsize,
