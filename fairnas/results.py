@@ -29,6 +29,7 @@ from typing import Any
 import pandas as pd
 
 from fairnas.io import write_json_atomic, write_text_atomic
+from fairnas.study.claims import EXPLORATORY, HOLDS, PRIMARY
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 MANIFEST = "manifest.json"
@@ -113,6 +114,58 @@ def strategy_table(folder: Path) -> str:
             f"{manifest['commit']} ({manifest['finished']}; {manifest['machine']}).",
         ]
     )
+
+
+def claims_table(folder: Path) -> str:
+    """The README's claims table from a collected study (``claims.csv``): every primary claim with its seeds, the
+    effect on its deciding metric with the 95 % t-interval, the Holm-adjusted p, the minimum detectable effect and
+    the verdict; the exploratory claims counted, with how many have an unadjusted p below their level."""
+    claims = pd.read_csv(folder / "claims.csv")
+    manifest = read_manifest(folder)
+    primary = claims[claims["family"] == PRIMARY]
+    exploratory = claims[claims["family"] == EXPLORATORY]
+    rows = [
+        "| primary claim | seeds | deciding metric | effect [95 % CI] | Holm p | detectable effect | verdict |",
+        "| --- | ---: | --- | --- | ---: | ---: | --- |",
+    ]
+    for claim in primary.to_dict("records"):
+        effect = (
+            "n/a"
+            if pd.isna(claim["effect"])
+            else (f"{claim['effect']:+.3f} [{claim['ci_low']:+.3f}, {claim['ci_high']:+.3f}]")
+        )
+        cells = [
+            claim["claim"],
+            str(claim["n"]),
+            claim["metric"].replace("/", " ").replace("_", " "),
+            effect,
+            "" if pd.isna(claim["p_holm"]) else f"{claim['p_holm']:.3g}",
+            "" if pd.isna(claim["mde"]) else f"{claim['mde']:.3f}",
+            f"**{claim['verdict']}**" if claim["verdict"] == HOLDS else claim["verdict"],
+        ]
+        rows.append(f"| {' | '.join(cells)} |")
+    tested = exploratory.dropna(subset=["p"])
+    wall = f"; {manifest['wall_minutes']} min wall" if "wall_minutes" in manifest else ""
+    return "\n".join(
+        [
+            *rows,
+            "",
+            f"Effects are the searched or mitigated model minus its baseline, paired by seed: negative is the claimed "
+            f"direction. A dominance claim is decided by the larger of its two p-values, so its row shows that "
+            f"metric. The detectable effect is the smallest one this many seeds would find with power 0.8 at the "
+            f"measured noise. {(primary['verdict'] == HOLDS).sum()} of {len(primary)} primary claims hold. There are "
+            f"also {len(exploratory)} exploratory claims, with unadjusted p: {(tested['p'] < tested['level']).sum()} "
+            f"of the {len(tested)} tested ones have p below {_levels(tested)} (`{_relative(folder)}/claims.csv`).",
+            "",
+            f"Data: `{_relative(folder)}/` ({len(manifest['files'])} tables), from `{manifest['commands'][0]}` at "
+            f"commit {manifest['commit']} ({manifest['finished']}; {manifest['machine']}{wall}).",
+        ]
+    )
+
+
+def _levels(claims: pd.DataFrame) -> str:
+    levels = sorted(set(claims["level"].round(6)))
+    return " or ".join(f"{level:g}" for level in levels) or "their level"
 
 
 TABLES: dict[str, tuple[str, Callable[[Path], str]]] = {"strategies": ("results/search_efficiency", strategy_table)}

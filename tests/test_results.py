@@ -91,3 +91,26 @@ def test_a_readme_without_the_block_or_a_folder_without_a_study_is_named(tmp_pat
         results.collect_study(tmp_path, tmp_path / "out", command="python study.py")
     with pytest.raises(FileNotFoundError, match="has no manifest.json"):
         results.read_manifest(tmp_path)
+
+
+def test_the_claims_table_shows_every_primary_claim_and_counts_the_exploratory_ones(tmp_path, monkeypatch):
+    folder = tmp_path / "results" / "showcase"
+    folder.mkdir(parents=True)
+    claims = pd.read_csv(REPO / "tests" / "golden" / "smoke_study_claims.csv")  # a real study's claims.csv
+    claims.loc[claims["id"] == "mitigations/flipped/default/test", ["verdict", "p_holm"]] = ["holds", 0.012]
+    claims.to_csv(folder / "claims.csv", index=False)
+    results.write_manifest(folder, commands=["python study.py experiment=smoke"], commit="abc1234", wall_minutes=2.0)
+    monkeypatch.setitem(results.TABLES, "claims", ("results/showcase", results.claims_table))
+    monkeypatch.delitem(results.TABLES, "strategies")
+    rendered = results.render("<!-- results:claims -->\n<!-- /results:claims -->\n", root=tmp_path)
+    rows = [line for line in rendered.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(rows) == (claims["family"] == "primary").sum() == 8
+    flipped = "Flipped lowers the test rank disparity of default DPN | 2 | test rank disparity | -0.250 [-2.368, +1.868"
+    assert flipped in rendered
+    assert rows[[row.startswith("| Flipped") for row in rows].index(True)].endswith("| 0.012 | 10.879 | **holds** |")
+    lcnet = "| the searched model dominates LCNet (test) | 2 | test rank disparity | +0.042 [-3.664, +3.748] | 1 |"
+    assert lcnet in rendered
+    # 14 exploratory claims, one not applicable (no p); of the 13 tested, AdvERM's val claim has p = 0.045 < 0.05
+    counts = "1 of 8 primary claims hold. There are also 14 exploratory claims, with unadjusted p: 1 of the 13 "
+    assert counts in rendered
+    assert "from `python study.py experiment=smoke` at commit abc1234" in rendered and "2.0 min wall" in rendered
