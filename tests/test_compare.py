@@ -193,7 +193,7 @@ def test_compare_trains_on_two_dask_workers_baselines_first_and_resumes_without_
         record = json.loads((out / f"runs/SMAC_301/angular/seed{seed}/compare_run.json").read_text())
         assert f"mitigation.reference_metrics='{out}/runs/SMAC_301/none/seed{seed}/metrics.json'" in record["overrides"]
     monkeypatch.setattr(
-        compare, "open_pool", lambda *args, **kwargs: pytest.fail("a finished comparison opened a pool")
+        compare, "open_pool_for", lambda *args, **kwargs: pytest.fail("a finished comparison opened a pool")
     )
     pd.testing.assert_frame_equal(pd.read_csv(out / "runs.csv"), runs)
     compare.run_comparison(cfg)  # every run read back: no pool, no Dask cluster

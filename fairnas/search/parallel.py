@@ -105,6 +105,19 @@ class DaskPool:
         return self._client.scheduler.address
 
 
+def open_pool_for(settings: Any) -> contextlib.AbstractContextManager[TrialPool]:
+    """:func:`open_pool` from a section holding the pool keys that ``search``, ``study`` and ``compare.py`` share:
+    ``n_workers``, ``dask_address``, ``dask_scheduler_file``, ``dask_timeout``, ``dask_tls`` and ``dask_insecure``."""
+    return open_pool(
+        settings.n_workers,
+        dask_address=settings.dask_address,
+        dask_scheduler_file=settings.dask_scheduler_file,
+        timeout=settings.dask_timeout,
+        tls=settings.dask_tls,
+        insecure=settings.dask_insecure,
+    )
+
+
 @contextlib.contextmanager
 def open_pool(
     n_workers: int,

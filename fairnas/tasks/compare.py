@@ -44,7 +44,7 @@ from fairnas.mitigations.grid import BASELINE, Mitigation, choice, grid, path_na
 from fairnas.mitigations.table import comparison_figure, comparison_table, markdown_tables, summarize
 from fairnas.search import load_space
 from fairnas.search.final import FINAL_TRIALS_FILE, fresh_seeds
-from fairnas.search.parallel import open_pool
+from fairnas.search.parallel import open_pool_for
 from fairnas.search.result import TRIALS_FILE
 from fairnas.tasks.cli import hydra_command
 from fairnas.tasks.reporting import Report
@@ -85,7 +85,7 @@ def run_comparison(cfg: DictConfig) -> pd.DataFrame:
     baselines: dict[tuple[str, int], Path] = {}
     metrics: dict[Path, dict] = {}
     with contextlib.ExitStack() as stack:
-        pool = functools.cache(lambda: stack.enter_context(open_pool(cfg.n_workers, **pool_settings(cfg))))
+        pool = functools.cache(lambda: stack.enter_context(open_pool_for(cfg)))
         for wave in (BASELINE, "mitigations"):
             jobs = {}
             for cell in cells:
@@ -264,18 +264,6 @@ def front_models(front: str | Path, space: str | Path, train_overrides: Sequence
         name = model_label(compose_config("train", [*train_overrides, *overrides], output_dir="."))
         models[name if name not in models else f"{name}_{row.config_id}"] = overrides
     return models
-
-
-def pool_settings(cfg: DictConfig) -> dict:
-    """``open_pool``'s keywords from the comparison's Dask keys (as ``search.py``'s: a local cluster of ``n_workers``,
-    or an existing scheduler over TLS)."""
-    return {
-        "dask_address": cfg.dask_address,
-        "dask_scheduler_file": cfg.dask_scheduler_file,
-        "timeout": cfg.dask_timeout,
-        "tls": cfg.dask_tls,
-        "insecure": cfg.dask_insecure,
-    }
 
 
 def _check_settings(cfg: DictConfig) -> None:

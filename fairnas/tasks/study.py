@@ -24,7 +24,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from fairnas.search import SearchResult
-from fairnas.search.parallel import DaskPool, TrialPool, open_pool
+from fairnas.search.parallel import DaskPool, TrialPool, open_pool_for
 from fairnas.study.context import StudyContext
 from fairnas.study.runs import RunSpec, run_row
 from fairnas.study.stages import run_stage
@@ -50,17 +50,7 @@ def run_study(cfg: DictConfig, overrides: Sequence[str] | None = None) -> pd.Dat
     check_study(cfg, base)
     settings = cfg.study
     with contextlib.ExitStack() as stack:
-        pool = functools.cache(  # opened when a run first needs it
-            lambda: stack.enter_context(
-                open_pool(
-                    settings.n_workers,
-                    dask_address=settings.dask_address,
-                    dask_scheduler_file=settings.dask_scheduler_file,
-                    tls=settings.dask_tls,
-                    insecure=settings.dask_insecure,
-                )
-            )
-        )
+        pool = functools.cache(lambda: stack.enter_context(open_pool_for(settings)))  # when a run first needs it
         # Tables and figures are written as the stages go (files only); the W&B run gets them at the end, so that it
         # is not open while the search reports its own runs.
         files = Report(OmegaConf.create({"logger": {}}), output_dir=cfg.output_dir)
@@ -98,7 +88,8 @@ def search(cfg: DictConfig, base: list[str], pool: Callable[[], TrialPool], valu
         workers = pool()
         address = workers.address if isinstance(workers, DaskPool) else None
         values |= {"n_workers": workers.capacity, "dask_address": address, "dask_scheduler_file": None}
-        values |= {"dask_tls": settings.dask_tls, "dask_insecure": settings.dask_insecure}
+        values |= {"dask_timeout": settings.dask_timeout, "dask_tls": settings.dask_tls}
+        values |= {"dask_insecure": settings.dask_insecure}
     folder, face_search = Path(cfg.output_dir) / "search", FaceSearch.from_mapping(values)
     with run_folder_lock(folder):
         result = search_faces(face_search, folder)

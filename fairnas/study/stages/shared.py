@@ -3,13 +3,14 @@ runs' finding."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
 
 from fairnas.study import claims as verdicts
 from fairnas.study.context import StudyContext
-from fairnas.study.report import scatter_figure
+from fairnas.study.report import StageReport, scatter_figure
 
 
 def best_hand_designed(context: StudyContext, count: int) -> list[str]:
@@ -54,6 +55,16 @@ def dominance(context: StudyContext, runs: pd.DataFrame, stage: str, data: str) 
         if baseline in present
         for split in ("val", "test")
     )
+
+
+def dominance_stage(
+    context: StudyContext, runs: pd.DataFrame, stage: str, data: str, split: str, title: str, heading: str, about: str
+) -> StageReport:
+    """The report of a stage that compares the searched candidate with its baselines (``final``, ``transfer``):
+    the models' table and figure of ``split`` (``title``), the dominance claims and the crashed runs' finding."""
+    table, figure = models_table(context, runs, stage, data, split, title)
+    dominance(context, runs, stage, data=data)
+    return StageReport(stage, heading, about, crashes(runs), {stage: table}, {stage: figure}, math.nan)
 
 
 def models_table(

@@ -3,25 +3,22 @@ Tables 4.5 / 4.8); does the candidate still dominate?"""
 
 from __future__ import annotations
 
-import math
-
 from fairnas.study.context import StudyContext
 from fairnas.study.report import StageReport
-from fairnas.study.stages.shared import chosen, crashes, dominance, models_table
+from fairnas.study.stages.shared import chosen, dominance_stage
 
 
 def run(context: StudyContext) -> StageReport:
     settings = context.settings.transfer
     seeds = context.final_seeds[: settings.seeds]
     runs = context.train(context.specs(chosen(context), seeds, data="transfer"), "transfer")
-    table, figure = models_table(context, runs, "transfer", "transfer", "test", "transfer data set")
-    dominance(context, runs, "transfer", data="transfer")
-    return StageReport(
+    return dominance_stage(
+        context,
+        runs,
         "transfer",
-        "Transfer to a second data set (Tables 4.5 / 4.8)",
-        f"The compared models trained and evaluated with {list(settings.overrides)}, seeds {seeds}.",
-        crashes(runs),
-        {"transfer": table},
-        {"transfer": figure},
-        math.nan,
+        data="transfer",
+        split="test",
+        title="transfer data set",
+        heading="Transfer to a second data set (Tables 4.5 / 4.8)",
+        about=f"The compared models trained and evaluated with {list(settings.overrides)}, seeds {seeds}.",
     )
