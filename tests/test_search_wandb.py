@@ -8,7 +8,7 @@ import pytest
 from fairnas.benchmarks.analytic import NoisyMultiFidelityProblem
 from fairnas.config import compose_config
 from fairnas.search import SearchSettings, run_search
-from fairnas.tasks.search import report_search
+from fairnas.tasks.search import log_progress, report_search, summary_run
 
 ZDT1 = NoisyMultiFidelityProblem("zdt1", n_variables=3)
 SETTINGS = SearchSettings(
@@ -43,3 +43,23 @@ def test_logger_none_writes_nothing(result):
     before = set(result.output_dir.rglob("*"))
     report_search(compose_config("search", ["logger=none"], output_dir=result.output_dir), result, SETTINGS)
     assert set(result.output_dir.rglob("*")) == before
+
+
+def test_the_front_and_hypervolume_reach_wandb_as_each_trial_finishes(tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    cfg = compose_config("search", ["search.name=zdt1-live"], output_dir=tmp_path)
+    fronts_logged = []
+
+    def fronts_so_far() -> int:
+        return len(list(tmp_path.glob("wandb/offline-run-*-summary/files/media/table/pareto_front_*.table.json")))
+
+    with summary_run(cfg, tmp_path) as report:
+
+        def observe(result, curve):
+            log_progress(report, result, curve)
+            fronts_logged.append((int(curve["n_trials"].iloc[-1]), fronts_so_far()))
+
+        run_search(ZDT1, ZDT1.configspace(), SETTINGS, output_dir=tmp_path, on_trial=observe)
+    assert fronts_logged == [(1, 1), (2, 2), (3, 3)]  # written while the search ran, one front per finished trial
+    history = next(tmp_path.glob("wandb/offline-run-*-summary/run-*.wandb")).read_bytes()
+    assert history.count(b"hypervolume") >= 3 and history.count(b"consumed_budget") >= 3

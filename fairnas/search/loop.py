@@ -18,11 +18,12 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from ConfigSpace import ConfigurationSpace
 
 from fairnas.io import atomic_path
 from fairnas.search.final import FinalResult, fresh_seeds, run_final_stage, select_candidates
-from fairnas.search.parallel import TrialPool, open_pool
+from fairnas.search.parallel import TrialPool, open_pool_for
 from fairnas.search.progress import progress_line
 from fairnas.search.records import RunKey, TrialRecord, TrialStore, run_key
 from fairnas.search.result import SETTINGS_FILE, TRIALS_FILE, SearchResult, write_outputs
@@ -35,6 +36,8 @@ log = logging.getLogger("fairnas.search")
 
 MAX_REPEATED_PROPOSALS = 100
 """Stop when a strategy proposes only already-finished trials this many times in a row."""
+TrialObserver = Callable[[SearchResult, pd.DataFrame], None]
+"""Told the search so far and its hypervolume curve after each finished trial (``run_search``'s ``on_trial``)."""
 
 
 def run_search(
@@ -48,6 +51,7 @@ def run_search(
     invariants: Mapping[str, Any] | None = None,
     final_target: Target | None = None,
     final_metrics: Sequence[str] = (),
+    on_trial: TrialObserver | None = None,
 ) -> SearchResult:
     """Search ``space`` for configurations minimising every objective; resume from ``output_dir``.
 
@@ -71,6 +75,9 @@ def run_search(
     ``target``), recording the objectives and ``final_metrics`` (more values ``final_target`` returns, e.g. test
     metrics); it writes final_trials.csv, final_candidates.csv and final_front.csv, and its runs are read back on
     resume like the search's trials. Its epochs come on top of ``total_budget``.
+
+    ``on_trial(result, curve)`` is called after each trial finishes and is recorded, with the search so far and its
+    hypervolume curve (hypervolume.csv's rows), e.g. to send the front to W&B while the search runs.
     """
     search_space = _as_search_space(space)
     if known_keys is not None:
@@ -85,18 +92,7 @@ def run_search(
 
         def pool() -> TrialPool:  # opened once, when the first trial or re-training run needs it
             if not pools:
-                pools.append(
-                    stack.enter_context(
-                        open_pool(
-                            settings.n_workers,
-                            dask_address=settings.dask_address,
-                            dask_scheduler_file=settings.dask_scheduler_file,
-                            timeout=settings.dask_timeout,
-                            tls=settings.dask_tls,
-                            insecure=settings.dask_insecure,
-                        )
-                    )
-                )
+                pools.append(stack.enter_context(open_pool_for(settings)))
             return pools[0]
 
         if settings.dask_address is not None or settings.dask_scheduler_file is not None:
@@ -107,7 +103,9 @@ def run_search(
             log.info("resuming search in %s with %d finished trials", output_dir, len(store.records))
         if _within_limits(settings, len(store.records), sum(record.budget for record in store.records)):
             strategy = build_strategy(configspace, settings, BuildContext(output_dir, tuple(store.records)))
-            _SearchLoop(target=target, strategy=strategy, pool=pool(), store=store, settings=settings).run()
+            _SearchLoop(
+                target=target, strategy=strategy, pool=pool(), store=store, settings=settings, on_trial=on_trial
+            ).run()
         result = SearchResult.from_trials(store.frame(), settings.objectives, settings.max_budget, output_dir)
         if settings.final.seeds:
             final = _final_stage(final_target or target, result, settings, list(search_space.keys), final_metrics, pool)
@@ -173,8 +171,10 @@ class _SearchLoop:
         pool: TrialPool,
         store: TrialStore,
         settings: SearchSettings,
+        on_trial: TrialObserver | None,
     ):
         self._target = target
+        self._on_trial = on_trial
         self._strategy = strategy
         self._pool = pool
         self._store = store
@@ -276,6 +276,8 @@ class _SearchLoop:
                 total_budget=self._settings.total_budget,
             )
         )
+        if self._on_trial is not None:
+            self._on_trial(result, curve)
 
 
 def _as_search_space(space: Any) -> SearchSpace:

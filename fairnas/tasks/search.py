@@ -10,20 +10,24 @@ test as mean and standard error (thesis Sec. 4.5.1; :mod:`fairnas.search.final`)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from hydra.errors import HydraException
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from fairnas.config import compose_config, resolve_space_path
 from fairnas.metrics import IDENTIFICATION_METRICS
 from fairnas.search import SearchResult, SearchSettings, SearchSpace, load_space, run_search
+from fairnas.search.loop import TrialObserver
 from fairnas.search.space import check_known_keys
 from fairnas.tasks.cli import hydra_command
 from fairnas.tasks.reporting import Report
@@ -64,14 +68,34 @@ class FaceSearch:
 @locks_output_dir
 def run_face_search(cfg: DictConfig) -> SearchResult:
     """Run the search described by ``cfg.search`` and its final stage; outputs go to ``cfg.output_dir``."""
-    search = FaceSearch.from_mapping(cfg.search)
-    result = search_faces(search, Path(cfg.output_dir))
-    report_search(cfg, result, search.settings)
+    search, output_dir = FaceSearch.from_mapping(cfg.search), Path(cfg.output_dir)
+    live = contextlib.nullcontext() if _trials_log_here(search) else summary_run(cfg, output_dir)
+    with live as summary:  # the front reaches W&B as trials finish
+        observer = None if summary is None else functools.partial(log_progress, summary)
+        result = search_faces(search, output_dir, on_trial=observer)
+        if summary is not None:
+            log_summary(summary, result, search.settings)
+    if summary is None:
+        report_search(cfg, result, search.settings)
+    else:
+        report_trials(cfg, result)
     return result
 
 
-def search_faces(search: FaceSearch, output_dir: Path) -> SearchResult:
-    """Run ``search`` and its final stage with outputs in ``output_dir`` (reported by :func:`report_search`)."""
+def _trials_log_here(search: FaceSearch) -> bool:
+    """Whether trials train in this process with loggers of their own: a W&B run open here for the live front would
+    then take their logs (Lightning's WandbLogger reuses the open run), so the front is reported at the end."""
+    settings = search.settings
+    in_process = settings.n_workers == 1 and settings.dask_address is None and settings.dask_scheduler_file is None
+    if in_process and compose_config("train", list(search.train_overrides), output_dir=".").get("logger"):
+        log.info("the front reaches W&B when the search ends: its trials log to W&B in this process")
+        return True
+    return False
+
+
+def search_faces(search: FaceSearch, output_dir: Path, on_trial: TrialObserver | None = None) -> SearchResult:
+    """Run ``search`` and its final stage with outputs in ``output_dir`` (reported by :func:`report_search`);
+    ``on_trial`` is told the search so far after each trial (``run_search``'s)."""
     settings = search.settings
     for name in ("pytorch_lightning", "lightning.pytorch", "lightning.fabric"):  # one progress line per trial
         logging.getLogger(name).setLevel(logging.WARNING)
@@ -103,6 +127,7 @@ def search_faces(search: FaceSearch, output_dir: Path) -> SearchResult:
         invariants=invariants,
         final_target=final_target,
         final_metrics=final_target.extra_metrics,
+        on_trial=on_trial,
     )
     trained, saved = epochs_saved(output_dir / "trials")
     final_epochs = 0.0 if result.final is None else result.final.epochs
@@ -121,17 +146,65 @@ def search_faces(search: FaceSearch, output_dir: Path) -> SearchResult:
 
 
 def report_search(cfg: DictConfig, result: SearchResult, settings: SearchSettings) -> None:
-    """To the configured loggers: one run per trial (its configuration and objectives) in the group
-    ``search.name``, and a summary run with the front and trial tables, the scatter (a PNG and native W&B scatter
-    plots of the trials and of the final stage's candidates) and the hypervolume curve.
+    """A finished search to the configured loggers: its summary run (:func:`log_summary`) and one run per trial
+    (:func:`report_trials`)."""
+    with summary_run(cfg, result.output_dir) as summary:
+        if summary is not None:
+            log_summary(summary, result, settings)
+    report_trials(cfg, result)
 
-    Run ids derive from the output folder and trial id, so reporting a resumed search again updates the same runs
-    when synced instead of duplicating them.
-    """
+
+@contextlib.contextmanager
+def summary_run(cfg: DictConfig, output_dir: Path) -> Iterator[Report | None]:
+    """The search's summary run in the group ``search.name`` (None without loggers). Its id derives from the output
+    folder, so reporting a resumed search again updates the same run when synced instead of duplicating it."""
     if not cfg.get("logger"):
+        yield None
         return
     name = cfg.search.name
-    search_id = hashlib.sha1(str(result.output_dir.resolve()).encode()).hexdigest()[:10]
+    with Report(
+        cfg, name=f"{name}-summary", group=name, job_type="summary", id=f"{_search_id(output_dir)}-summary"
+    ) as report:
+        yield report
+
+
+def log_progress(report: Report, result: SearchResult, curve: pd.DataFrame) -> None:
+    """The search so far, after a trial finished: trials, consumed budget, front size and hypervolume (charted
+    against the trials, ``trainer/global_step``) and the current Pareto front as a table."""
+    last = curve.iloc[-1]
+    columns = ("n_trials", "consumed_budget", "front_size", "hypervolume")
+    report.metrics({name: last[name] for name in columns}, step=int(last["n_trials"]))
+    report.log_table("pareto_front", result.pareto_front)
+
+
+def log_summary(report: Report, result: SearchResult, settings: SearchSettings) -> None:
+    """The finished search: the front and trial tables, the scatter (a PNG and native W&B scatter plots of the
+    trials and of the final stage's candidates) and the hypervolume curve."""
+    reference = settings.reference_point or result.default_reference_point()
+    report.log_table("pareto_front", result.pareto_front)
+    report.log_table("trials", result.trials)
+    report.log_image("pareto_scatter", result.output_dir / "pareto_front.png")
+    report.metrics({"front_size": len(result.pareto_front), "n_trials": len(result.trials)})
+    if len(result.objectives) > 1:  # native, interactive W&B scatter plots of the first two objectives
+        x, y = result.objectives[:2]
+        report.scatter("trials_scatter", result.trials[result.trials["status"] == "success"], x, y)
+        if result.final is not None:
+            report.scatter("final_front_scatter", result.final.candidates, f"{x}_mean", f"{y}_mean")
+    if result.final is not None:
+        report.log_table("final_front", result.final.front)
+        report.log_table("final_trials", result.final.trials)
+        report.metrics({"final_front_size": len(result.final.front), "final_epochs": result.final.epochs})
+    if reference is not None:
+        report.log_table("hypervolume_curve", result.hypervolume_curve(reference))
+        report.metrics({"hypervolume": result.hypervolume(reference)})
+
+
+def report_trials(cfg: DictConfig, result: SearchResult) -> None:
+    """One run per trial (its configuration and objectives) in the group ``search.name``, ids derived from the
+    output folder and trial id."""
+    if not cfg.get("logger"):
+        return
+    name, search_id = cfg.search.name, _search_id(result.output_dir)
     for trial in result.trials.to_dict("records"):
         config = {**json.loads(trial["config"]), "budget": trial["budget"], "seed": trial["seed"]}
         with Report(
@@ -143,24 +216,10 @@ def report_search(cfg: DictConfig, result: SearchResult, settings: SearchSetting
             id=f"{search_id}-trial{trial['trial_id']}",
         ) as report:
             report.metrics({key: trial[key] for key in (*result.objectives, "wall_time_s", "budget")})
-    reference = settings.reference_point or result.default_reference_point()
-    with Report(cfg, name=f"{name}-summary", group=name, job_type="summary", id=f"{search_id}-summary") as report:
-        report.log_table("pareto_front", result.pareto_front)
-        report.log_table("trials", result.trials)
-        report.log_image("pareto_scatter", result.output_dir / "pareto_front.png")
-        report.metrics({"front_size": len(result.pareto_front), "n_trials": len(result.trials)})
-        if len(result.objectives) > 1:  # native, interactive W&B scatter plots of the first two objectives
-            x, y = result.objectives[:2]
-            report.scatter("trials_scatter", result.trials[result.trials["status"] == "success"], x, y)
-            if result.final is not None:
-                report.scatter("final_front_scatter", result.final.candidates, f"{x}_mean", f"{y}_mean")
-        if result.final is not None:
-            report.log_table("final_front", result.final.front)
-            report.log_table("final_trials", result.final.trials)
-            report.metrics({"final_front_size": len(result.final.front), "final_epochs": result.final.epochs})
-        if reference is not None:
-            report.log_table("hypervolume_curve", result.hypervolume_curve(reference))
-            report.metrics({"hypervolume": result.hypervolume(reference)})
+
+
+def _search_id(output_dir: Path) -> str:
+    return hashlib.sha1(str(output_dir.resolve()).encode()).hexdigest()[:10]
 
 
 def known_objectives() -> list[str]:
