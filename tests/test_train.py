@@ -6,6 +6,7 @@ import json
 
 import pandas as pd
 import pytest
+import pytorch_lightning as pl
 import torch
 
 from fairnas.tasks.train import train
@@ -188,3 +189,91 @@ def test_a_checkpoint_that_cannot_be_written_on_a_full_disk_is_an_out_of_space_e
     monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=10 * 2**30))
     with pytest.raises(RuntimeError, match="unexpected pos"):  # with space left it is some other failure
         AtomicCheckpointIO().save_checkpoint({}, tmp_path / "last.ckpt")
+
+
+class HostReads(pl.Callback):
+    """Counts the device-to-host scalar reads (``aten::_local_scalar_dense``: ``.item()``, ``bool(tensor)``,
+    ``.tolist()``; on a GPU each waits for the queued work) in training steps 2 to 4, transforms included. Reads in
+    ``on_before_batch_transfer`` are left out: the batch is still on the host there."""
+
+    def __init__(self):
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        self.profiler, self.reads = torch.profiler.profile(activities=activities, with_stack=True), None
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        if batch_idx == 2:
+            self.profiler.__enter__()
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        if batch_idx == 4:
+            self.profiler.__exit__(None, None, None)
+            reads = [event for event in self.profiler.events() if event.name == "aten::_local_scalar_dense"]
+            self.reads = [
+                chain for chain in map(callers, reads) if not any("on_before_batch_transfer" in c for c in chain)
+            ]
+
+
+def callers(event) -> list[str]:
+    chain, parent = [], event.cpu_parent
+    while parent is not None:
+        chain, parent = [*chain, parent.name], parent.cpu_parent
+    return chain
+
+
+def test_a_training_step_reads_nothing_back_from_the_device(tiny_config, tmp_path):
+    # what a GPU step must not do: each read stalls the host until the GPU has caught up (issue 44's profile)
+    from fairnas.tasks.runs import build_model
+
+    module, data = build_model(tiny_config("data.batch_size=8", "logger=none"))
+    reads = HostReads()
+    trainer = pl.Trainer(
+        max_steps=6,
+        max_epochs=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        callbacks=[reads],
+        limit_val_batches=0,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(module, datamodule=data)
+    assert reads.reads == []
+
+
+def test_a_non_finite_loss_stops_training_by_the_end_of_its_epoch(tiny_config, tmp_path):
+    from fairnas.tasks.runs import build_model
+
+    module, data = build_model(tiny_config("logger=none"))
+    with torch.no_grad():
+        module.head.weight.fill_(float("nan"))
+    trainer = pl.Trainer(
+        max_epochs=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        limit_val_batches=0,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
+    with pytest.raises(
+        FloatingPointError, match=r"^non-finite training loss in the 50 steps up to step \d+ \(epoch 0\)"
+    ):
+        trainer.fit(module, datamodule=data)
+
+
+def test_compile_must_be_a_boolean(tiny_config):
+    from fairnas.tasks.runs import build_model
+
+    with pytest.raises(ValueError, match=r"^compile='yes' must be true or false$"):
+        build_model(tiny_config("compile=yes"))
+
+
+@pytest.mark.slow
+def test_a_compiled_embedder_trains_and_keeps_the_checkpoint_keys(tiny_config, tmp_path):
+    from fairnas.tasks.runs import build_model
+
+    eager, _ = build_model(tiny_config("logger=none"))
+    metrics = train(tiny_config("logger=none", "compile=true", output_dir=tmp_path / "compiled"))
+    saved = torch.load(tmp_path / "compiled" / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
+    assert set(saved) == set(eager.state_dict()) and 0 <= metrics["val"]["error"] <= 1

@@ -205,18 +205,33 @@ class FaceDataModule(pl.LightningDataModule):
     def test_dataloader(self) -> DataLoader:
         return self._loader("test", self.eval_batch_size, shuffle=False)
 
+    def on_before_batch_transfer(self, batch: dict, dataloader_idx: int) -> dict:
+        """A training batch's ``epoch`` read while the batch is still on the host: read on a GPU, it would wait for
+        the queued work."""
+        if "epoch" in batch:
+            batch["epoch"] = int(batch["epoch"][0])
+        return batch
+
     def on_after_batch_transfer(self, batch: dict, dataloader_idx: int) -> dict:
         """Training batches (they carry their ``epoch`` and augmentation keys) cropped and flipped as drawn for each
         key, evaluation batches centre-cropped; then normalised, on the device the batch is on. With group weights in
-        the loss (``group_sampling.via: loss``) a training batch also gets each image's ``loss_weight``."""
+        the loss (``group_sampling.via: loss``) a training batch also gets each image's ``loss_weight``. Nothing is
+        read back from the device, and nothing copied to it but once per epoch."""
         if "epoch" in batch:
-            epoch = int(batch.pop("epoch")[0])
+            epoch = batch.pop("epoch")
+            epoch = int(epoch[0]) if isinstance(epoch, torch.Tensor) else epoch  # without on_before_batch_transfer
             batch["image"] = self._batch_transform.train(batch["image"], batch.pop("augment"), epoch)
             if self._loss_weights is not None:
-                batch["loss_weight"] = self._loss_weights.to(batch["group"].device)[batch["group"]]
+                batch["loss_weight"] = self._loss_weights_on(batch["group"].device)[batch["group"]]
         else:
             batch["image"] = self._batch_transform.eval(batch["image"])
         return batch
+
+    def _loss_weights_on(self, device: torch.device) -> torch.Tensor:
+        """:attr:`_loss_weights` on ``device``, copied there once (a copy from the host each step waits for the GPU)."""
+        if self._loss_weights.device != device:
+            self._loss_weights = self._loss_weights.to(device)
+        return self._loss_weights
 
     @functools.cached_property
     def _loss_weights(self) -> torch.Tensor | None:

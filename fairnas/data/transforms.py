@@ -77,12 +77,15 @@ class BatchTransform:
     """The batched part of the recipe for one split of ``n_images`` resized uint8 images [B, 3, resize, resize].
 
     :meth:`train` crops and flips every image as :meth:`draws` says for its (epoch, index); :meth:`eval` takes the
-    centre crop. The draws of the last epoch asked for are kept, so each epoch draws once.
+    centre crop. The draws of the last epoch asked for are kept on the device they were last asked for, so each
+    epoch draws once and copies them once: a batch looks its images' draws up where its indices are, with no
+    device-to-host read that would wait for the GPU.
     """
 
     def __init__(self, settings: TransformSettings, n_images: int, seed: int = 0):
         self.settings, self.n_images, self.seed = settings, n_images, seed
         self._draws: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+        self._on_device: dict[tuple[int, torch.device], tuple[torch.Tensor, ...]] = {}
 
     def draws(self, epoch: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(top, left, flip) of every image in ``epoch``: crop offsets (uniform over the margin when
@@ -101,7 +104,10 @@ class BatchTransform:
 
     def train(self, pixels: torch.Tensor, index: torch.Tensor, epoch: int) -> torch.Tensor:
         """Random crop + flip of each image as drawn for (``epoch``, its ``index``), then normalised."""
-        top, left, flip = (values[index.cpu()].to(pixels.device) for values in self.draws(epoch))
+        key = (epoch, index.device)
+        if key not in self._on_device:
+            self._on_device = {key: tuple(values.to(index.device) for values in self.draws(epoch))}
+        top, left, flip = (values[index].to(pixels.device) for values in self._on_device[key])
         return self._normalise(crop_and_flip(pixels, top, left, flip, self.settings.image_size))
 
     def eval(self, pixels: torch.Tensor) -> torch.Tensor:

@@ -11,7 +11,8 @@ from torch import nn
 
 
 def check_training_settings(cfg: DictConfig) -> None:
-    """Epochs and batch sizes are positive integers; a learning rate is a positive number."""
+    """Epochs and batch sizes are positive integers; a learning rate is a positive number; ``channels_last`` and
+    ``compile`` are booleans; a GPU accelerator needs a GPU."""
     for key, value in (
         ("trainer.max_epochs", cfg.trainer.get("max_epochs")),
         ("data.batch_size", cfg.data.get("batch_size")),
@@ -22,6 +23,9 @@ def check_training_settings(cfg: DictConfig) -> None:
     lr = cfg.optimizer.get("lr")
     if isinstance(lr, bool) or not isinstance(lr, int | float) or not lr > 0:
         raise ValueError(f"optimizer.lr={lr} must be a positive number")
+    for key in ("channels_last", "compile"):
+        if not isinstance(cfg.get(key, False), bool):
+            raise ValueError(f"{key}={cfg.get(key)!r} must be true or false")
     accelerator = cfg.trainer.get("accelerator")
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         raise ValueError(

@@ -165,6 +165,8 @@ def build_model(cfg: DictConfig, *, init_weights: bool = True) -> tuple[FaceReco
         margin_policy=margin_policy,
         config=OmegaConf.to_container(cfg, resolve=True),
     )
+    if cfg.get("compile"):  # in place: the state dict keeps its keys, so checkpoints load either way
+        module.embedder.compile()
     return module, datamodule
 
 

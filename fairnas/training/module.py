@@ -16,6 +16,8 @@ from fairnas.robustness.probes import EmbeddingModel
 from fairnas.training.distributed import gather_split
 
 EVAL_STAGES = ("val", "test")
+FINITE_CHECK_EVERY = 50
+"""Training steps between reads of whether every loss was finite (each read waits for the GPU's queued work)."""
 
 
 class FaceRecognitionModule(pl.LightningModule):
@@ -61,6 +63,7 @@ class FaceRecognitionModule(pl.LightningModule):
         self.margin_policy = margin_policy
         self.evaluations: dict[str, dict[str, float]] = {}
         self._outputs: dict[str, list[dict[str, torch.Tensor]]] = {stage: [] for stage in EVAL_STAGES}
+        self._loss_finite: torch.Tensor | None = None
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """The face embedding (the neck's output), before L2 normalisation."""
@@ -82,12 +85,34 @@ class FaceRecognitionModule(pl.LightningModule):
                 batch=batch, embeddings=embeddings, logits=output.logits, module=self
             )
         loss = sum(terms.values())
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"non-finite training loss {loss.item()} at step {self.global_step}")
+        finite = torch.isfinite(loss.detach())  # kept on the device: reading it here would wait for the GPU
+        self._loss_finite = finite if self._loss_finite is None else self._loss_finite & finite
         batch_size = len(batch["label"])
-        self.log("train/loss", loss, prog_bar=True, batch_size=batch_size)
+        self.log("train/loss", loss, prog_bar=self._has_progress_bar(), batch_size=batch_size)
         self.log_dict({f"train/{name}": value.detach() for name, value in terms.items()}, batch_size=batch_size)
         return loss
+
+    def _has_progress_bar(self) -> bool:
+        """Whether a progress bar shows the loss. Lightning reads a progress-bar value back from the device after
+        every step, which on a GPU waits for the queued work, so without a bar the loss is not put there."""
+        return self._trainer is not None and self._trainer.progress_bar_callback is not None
+
+    def on_train_batch_end(self, outputs, batch: dict, batch_idx: int) -> None:
+        if (batch_idx + 1) % FINITE_CHECK_EVERY == 0:
+            self._check_finite_loss()
+
+    def on_train_epoch_end(self) -> None:
+        self._check_finite_loss()
+
+    def _check_finite_loss(self) -> None:
+        """Raise if a training loss since the last check was not finite: one read of the device-side flag every
+        :data:`FINITE_CHECK_EVERY` steps and at the end of each epoch, instead of a synchronisation in every step."""
+        finite, self._loss_finite = self._loss_finite, None
+        if finite is not None and not bool(finite):
+            raise FloatingPointError(
+                f"non-finite training loss in the {FINITE_CHECK_EVERY} steps up to step {self.global_step}"
+                f" (epoch {self.current_epoch})"
+            )
 
     def embed(self, images: torch.Tensor) -> torch.Tensor:
         """L2-normalised evaluation embeddings (with flip test-time augmentation when ``tta_flip``)."""
