@@ -10,19 +10,33 @@ On 2 cores, two single-threaded shards finish sooner than one two-threaded proce
     OMP_NUM_THREADS=1 python bench/tabular.py build --name dpn_showcase_noisy --seeds 5 --shard 0/2 &
     OMP_NUM_THREADS=1 python bench/tabular.py build --name dpn_showcase_noisy --seeds 5 --shard 1/2
 
+A space too large for a grid is sampled instead (``fairnas.benchmarks.design``): ``--sobol N`` trains the first N
+points of a scrambled Sobol sequence over it, and ``--anchors`` adds a smaller table's configurations, named as in
+the whole space (``--anchor-fixed`` gives what that table holds fixed outside its space). The data of the paper's
+whole space, from which a surrogate is fitted::
+
+    OMP_NUM_THREADS=1 python bench/tabular.py build --name dpn_paper_sampled --seeds 2 \\
+        --space searchspaces/dpn_paper_group_sampling.yaml --sobol 256 \\
+        --anchors searchspaces/dpn_table.yaml --anchor-fixed optimizer=adamw --shard 0/2    # and --shard 1/2
+
 Runs live in ``outputs/tabular/<name>/<config id>/seed<s>/`` of the repository (``--work-dir``).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import yaml
+
 from fairnas.benchmarks.cli import parse_shard
+from fairnas.benchmarks.design import anchors, sobol_design
 from fairnas.benchmarks.table_report import landscape, summary
 from fairnas.benchmarks.tables import TABLES, load_table
 from fairnas.benchmarks.tabular import MAX_BUDGET, SEEDS, SPACE, build
+from fairnas.search import load_space
 from fairnas.tasks.train import train
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -38,6 +52,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--max-budget", type=int, default=MAX_BUDGET, help="epochs of every run")
     parser.add_argument("--seeds", type=int, default=SEEDS, help="training seeds 0 .. N-1 per configuration")
     parser.add_argument("--overrides", nargs="*", default=[], help="train.py overrides after experiment=showcase")
+    parser.add_argument("--sobol", type=int, help="train the first N points of a Sobol design instead of the grid")
+    parser.add_argument("--sobol-seed", type=int, default=0, help="the design's scrambling seed")
+    parser.add_argument("--anchors", type=Path, help="also train every configuration of this discrete space file")
+    parser.add_argument(
+        "--anchor-fixed", nargs="*", default=[], metavar="NAME=VALUE", help="the anchors' values outside their space"
+    )
     parser.add_argument(
         "--shard",
         type=parse_shard,
@@ -59,6 +79,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 args.max_budget,
                 args.shard,
                 args.seeds,
+                configs=sampled_configs(args),
+                command=" ".join(["python bench/tabular.py", *(argv if argv is not None else sys.argv[1:])]),
             )
             is None
         ):
@@ -69,6 +91,26 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(landscape(*load_table(args.name, args.tables), split=split), "\n")
         return
     print(summary(*load_table(args.name, args.tables)))
+
+
+def sampled_configs(args: argparse.Namespace) -> list[dict] | None:
+    """The design's configurations and the anchors (``--sobol``, ``--anchors``), or None for the space's grid."""
+    if args.sobol is None and args.anchors is None:
+        return None
+    space = load_space(args.space)
+    configs = [] if args.anchors is None else anchors(load_space(args.anchors), space, parse_fixed(args.anchor_fixed))
+    return configs + ([] if args.sobol is None else sobol_design(space, args.sobol, seed=args.sobol_seed))
+
+
+def parse_fixed(pairs: Sequence[str]) -> dict[str, object]:
+    """``NAME=VALUE`` pairs, each value read as YAML (``adamw``, ``0.003``, ``2``)."""
+    fixed = {}
+    for pair in pairs:
+        name, equals, value = pair.partition("=")
+        if not equals or not name:
+            raise SystemExit(f"--anchor-fixed: {pair!r} is not NAME=VALUE")
+        fixed[name] = yaml.safe_load(value)
+    return fixed
 
 
 if __name__ == "__main__":

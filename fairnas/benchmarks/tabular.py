@@ -77,7 +77,7 @@ def grid(space: SearchSpace) -> Iterator[dict[str, Any]]:
     choices = [_values(configspace[name]) for name in names]
     for values in itertools.product(*choices):
         candidate = dict(zip(names, values, strict=False))
-        active = {name: value for name, value in candidate.items() if _is_active(configspace, name, candidate)}
+        active = {name: value for name, value in candidate.items() if is_active(configspace, name, candidate)}
         key = config_id(active)
         if key not in seen:
             seen.add(key)
@@ -93,10 +93,11 @@ def _values(hyperparameter) -> list[Any]:
     raise ValueError(f"hyperparameter '{hyperparameter.name}' is not discrete; a table needs a grid")
 
 
-def _is_active(configspace: ConfigurationSpace, name: str, values: dict[str, Any]) -> bool:
+def is_active(configspace: ConfigurationSpace, name: str, values: dict[str, Any]) -> bool:
+    """Whether hyperparameter ``name`` is active given the other ``values`` (every condition up its parents)."""
     for condition in configspace.parent_conditions_of[name]:
         parent = condition.parent.name
-        if not _is_active(configspace, parent, values) or not condition.satisfied_by_value(values):
+        if not is_active(configspace, parent, values) or not condition.satisfied_by_value(values):
             return False
     return True
 
@@ -111,15 +112,18 @@ def build(
     max_budget: int = MAX_BUDGET,
     shard: tuple[int, int] = (0, 1),
     seeds: int = 1,
+    configs: Sequence[dict[str, Any]] | None = None,
+    command: str | None = None,
 ) -> pd.DataFrame | None:
-    """Train every configuration of ``space_file`` with seeds ``0 .. seeds-1`` (the runs not finished before, with
-    ``train``) and write the table and its spec.
+    """Train every configuration of ``space_file`` (``configs`` when given, e.g. a space-filling design of a space
+    too large for a grid: :mod:`fairnas.benchmarks.design`) with seeds ``0 .. seeds-1`` (the runs not finished
+    before, with ``train``) and write the table and its spec, which records ``command``.
 
     ``shard=(k, n)`` trains only every n-th run from the k-th (runs ordered seed by seed), so n single-threaded
     processes share the cores; whichever finds every run finished writes the table (``None`` until then).
     """
     space = load_space(space_file)
-    configs = list(grid(space))
+    configs = list(grid(space)) if configs is None else list(configs)
     runs = [(config, seed) for seed in range(seeds) for config in configs]
     base = table_overrides(overrides, max_budget)
     start = time.perf_counter()
@@ -155,7 +159,7 @@ def build(
             "train_overrides": base,
             "configurations": len(configs),
             "train_seconds": {"total": float(seconds.sum()), "median": float(seconds.median())},
-            "build_command": f"python bench/tabular.py build --name {name} --seeds {seeds}",
+            "build_command": command or f"python bench/tabular.py build --name {name} --seeds {seeds}",
             "this_invocation_seconds": time.perf_counter() - start,
             "shards": shard[1],
             "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
