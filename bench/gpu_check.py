@@ -84,7 +84,8 @@ def gpu_tests(out: Path) -> dict[str, Any]:
     seconds, output = run(command, timeout=900, check=False)  # collection errors of other modules exit non-zero
     counts = dict((kind, int(n)) for n, kind in re.findall(r"(\d+) (passed|failed|skipped|errors?)\b", output))
     failures = re.findall(r"^FAILED (\S+)", output, flags=re.MULTILINE)
-    return {"wall_s": round(seconds, 1), **counts, "failed_tests": failures, "goal_met": not failures and counts.get("passed", 0) > 0}
+    passed = not failures and counts.get("passed", 0) > 0
+    return {"wall_s": round(seconds, 1), **counts, "failed_tests": failures, "goal_met": passed}
 
 
 def search(out: Path) -> dict[str, Any]:
