@@ -27,9 +27,9 @@ def zdt1_settings(**overrides):
     )
 
 
-def _recording_target(config, seed, budget, *, log_dir):
+def _recording_target(config, seed, budget, *, log_dir, seconds=0.3):
     start = time.time()
-    time.sleep(0.3)
+    time.sleep(seconds)
     process = multiprocessing.current_process()
     (log_dir / f"{os.getpid()}-{start}").write_text(f"{process.daemon},{start},{time.time()}")
     return ZDT1(config, seed, budget)
@@ -90,6 +90,27 @@ def test_an_existing_scheduler_runs_as_many_trials_at_once_as_its_workers_have_t
     )
     intervals = sorted(tuple(map(float, path.read_text().split(",")[1:])) for path in log_dir.iterdir())
     assert len(intervals) == 6 and any(next_start < end for (_, end), (next_start, _) in itertools.pairwise(intervals))
+
+
+def test_a_worker_that_joins_while_every_trial_runs_gets_a_trial_before_they_end(tmp_path, monkeypatch):
+    import dask
+    from distributed import LocalCluster
+
+    monkeypatch.setattr(parallel, "CAPACITY_RECHECK_S", 0.5)
+    log_dir = tmp_path / "calls"
+    log_dir.mkdir()
+    target = functools.partial(_recording_target, log_dir=log_dir, seconds=20)
+    with (
+        dask.config.set({"distributed.worker.daemon": False}),
+        LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0") as cluster,
+    ):  # a scheduler with one worker; a second joins two seconds into the first trial, as a queued job would
+        settings = zdt1_settings(strategy="random", n_trials=2, n_workers=1, dask_address=cluster.scheduler_address)
+        threading.Timer(2.0, cluster.scale, args=(2,)).start()
+        run_search(target, ZDT1.configspace(), settings, output_dir=tmp_path / "search")
+    (first_start, first_end), (second_start, _) = sorted(
+        tuple(map(float, path.read_text().split(",")[1:])) for path in log_dir.iterdir()
+    )
+    assert second_start < first_end  # the second trial ran on the new worker while the first was still running
 
 
 def _free_port() -> int:

@@ -123,7 +123,10 @@ def run_final_stage(
                 config, seed = pending.popleft()
                 workers.submit((config, seed, next_id), evaluate_trial, target, config, seed, budget, metrics, crash)
                 next_id += 1
-            (config, seed, trial_id), outcome, error = workers.next_finished()
+            finished = workers.next_finished()
+            if finished is None:  # nothing finished yet: fill the workers that joined
+                continue
+            (config, seed, trial_id), outcome, error = finished
             if error is not None and is_out_of_space(error):  # not the run's fault: stop, retry it on the next run
                 raise error
             if error is not None:  # the worker itself failed (e.g. killed)

@@ -190,8 +190,10 @@ class _SearchLoop:
             self._launch()
             if len(self._pool) == 0:
                 return
-            (key, trial_id), outcome, error = self._pool.next_finished()
-            self._finish(key, trial_id, outcome, error)
+            finished = self._pool.next_finished()
+            if finished is not None:  # None: nothing finished yet; workers that joined get trials first
+                (key, trial_id), outcome, error = finished
+                self._finish(key, trial_id, outcome, error)
 
     def _launch(self) -> None:
         """Fill free workers with new trials; replay finished ones to the strategy instead of running them."""

@@ -27,6 +27,8 @@ from typing import Any, Protocol
 from fairnas.search.security import check_address, tls_security
 
 log = logging.getLogger(__name__)
+CAPACITY_RECHECK_S = 10.0
+"""Seconds a pool on an existing scheduler waits for a finished call before its caller counts the workers again."""
 
 
 class TrialPool(Protocol):
@@ -37,8 +39,10 @@ class TrialPool(Protocol):
 
     def submit(self, token: Any, fn: Callable[..., Any], *args: Any) -> None: ...
 
-    def next_finished(self) -> tuple[Any, Any, BaseException | None]:
-        """Block until a call finishes; return (token, result, None) or (token, None, error)."""
+    def next_finished(self) -> tuple[Any, Any, BaseException | None] | None:
+        """Block until a call finishes; return (token, result, None) or (token, None, error). A pool whose capacity
+        can grow (workers joining a scheduler) returns None when nothing finished for a while, so the caller can
+        fill the new workers before the running calls end."""
         ...
 
     def __len__(self) -> int: ...
@@ -80,7 +84,13 @@ class DaskPool:
         self._tokens[future.key] = token
         self._finished.add(future)
 
-    def next_finished(self) -> tuple[Any, Any, BaseException | None]:
+    def next_finished(self) -> tuple[Any, Any, BaseException | None] | None:
+        if self._workers is None:  # an existing scheduler: workers may join while every call runs
+            deadline = time.monotonic() + CAPACITY_RECHECK_S
+            while not self._finished.has_ready():
+                if time.monotonic() >= deadline:
+                    return None
+                time.sleep(0.1)
         future = next(self._finished)
         token = self._tokens.pop(future.key)
         try:

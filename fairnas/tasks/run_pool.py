@@ -63,7 +63,10 @@ def train_all(jobs: Mapping[Hashable, Job], pool: Callable[[], TrialPool], label
             job = jobs[key]
             started[key] = time.perf_counter()
             workers.submit(key, train_run, job.run_dir, job.overrides, job.same_config)
-        key, metrics, error = workers.next_finished()
+        finished = workers.next_finished()
+        if finished is None:  # nothing finished yet: fill the workers that joined
+            continue
+        key, metrics, error = finished
         if error is not None and is_out_of_space(error):
             raise error
         if error is not None:  # the worker itself died
