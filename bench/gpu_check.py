@@ -17,6 +17,9 @@ Checks, each a subprocess of the documented command (a failing one is recorded a
   utilisation: images/s x training FLOPs per image / the GPU's dense peak for that precision (bf16 tensor cores;
   fp32 runs count against the TF32 peak, as cuDNN convolutions use TF32 by default). Goals: the paper's DPN at
   >= 14,000 img/s in bf16, and bf16 faster than fp32 on dpn68;
+- ``profile``: the Lightning loop's steps (tiny DPN, 112 px, bf16, batch 256) under ``torch.profiler``: wall, host
+  and device milliseconds per step, device-to-host reads and stream synchronisations per step, and the operations
+  that take the most host time;
 - ``compiled``: the same two models under ``torch.compile`` in fp32 and bf16, timed after compilation, beside
   their eager runs (compiling takes minutes, so it runs last);
 - ``ddp``: ``train.py trainer=ddp`` over every GPU, when there are two or more.
@@ -53,7 +56,8 @@ PAPER_DPN = ["backbone=dpn_paper", "head=cosface", "data.table.n_identities=400"
 PAPER_DPN += ["data.transforms.resize=120", "data.batch_size=128", "trainer.max_epochs=2"]
 SEARCH = ['search.train_overrides=["trainer=gpu"]', "search.total_budget=24", "search.final.top_k=2"]
 SEARCH += ["search.final.seeds=1"]
-CHECKS = ("gpu_tests", "train_default", "train_paper_dpn", "search", "metrics", "throughput", "compiled", "ddp")
+CHECKS = ("gpu_tests", "train_default", "train_paper_dpn", "search", "metrics", "throughput", "profile", "compiled")
+CHECKS += ("ddp",)
 
 
 def run(command: list[str], timeout: float, check: bool = True) -> tuple[float, str]:
@@ -122,6 +126,13 @@ def throughput(out: Path, peaks: tuple[float, float] | None) -> dict[str, Any]:
     folder = out / "throughput"
     training_speed(folder, "loop,models", ["--channels-last"])
     return throughput_summary(pd.read_csv(folder / "loop.csv"), pd.read_csv(folder / "models.csv"), peaks)
+
+
+def profile(out: Path) -> dict[str, Any]:
+    folder = out / "profile"
+    training_speed(folder, "profile", [])
+    top = pd.read_csv(folder / "profile.csv").head(10)
+    return {**pd.read_csv(folder / "profile_summary.csv").iloc[0].to_dict(), "operations": top.to_dict("records")}
 
 
 def compiled(out: Path, peaks: tuple[float, float] | None) -> dict[str, Any]:
@@ -224,6 +235,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "search": lambda: search(out),
         "metrics": lambda: metrics(out),
         "throughput": lambda: throughput(out, peaks),
+        "profile": lambda: profile(out),
         "compiled": lambda: compiled(out, peaks),
         "ddp": lambda: train(out, "ddp", ["trainer=ddp", f"trainer.devices={facts['gpus']}"]),
     }

@@ -12,6 +12,10 @@ Two parts, both on pre-built random batches (data loading is excluded; ``bench/d
   ``channels_last`` (``--channels-last``) and ``torch.compile`` (``--compile``, timed after compilation), as a ratio
   to the same model's fp32 eager run, and each model's training GFLOP per image (3x the forward pass's,
   ``torch.utils.flop_counter``), from which ``bench/gpu_check.py`` computes the model FLOP utilisation.
+- ``profile``: the ``loop`` part's Lightning steps under ``torch.profiler``: per timed step, the wall and host
+  milliseconds, the device-to-host reads (``aten::_local_scalar_dense``: ``.item()``, ``bool(tensor)``; on a GPU
+  each waits for the queued work) and the stream synchronisations, and the operations that take the most host and
+  device time (``profile.csv``).
 - ``showcase``: the models of the showcase study (``python study.py experiment=showcase``: the default and a
   searched DPN, ``timm_zoo_small.yaml``'s architectures) on the ``experiment=showcase`` preset at 32 px (AdamW),
   trained in PyTorch's default NCHW memory format with AdamW's for-loop update, then with ``channels_last``, then
@@ -159,6 +163,72 @@ def train_steps(
     return setting.batch_size * setting.steps / (time.perf_counter() - start)
 
 
+class StepProfiler(pl.Callback):
+    """``torch.profiler`` over training steps ``warmup`` to the last (host and, on CUDA, device activity)."""
+
+    def __init__(self, warmup: int, device: str):
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if device.startswith("cuda"):
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        self.warmup, self.device, self.profiler = warmup, device, torch.profiler.profile(activities=activities)
+        self.seconds = 0.0
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if trainer.global_step == self.warmup:
+            synchronize(self.device)
+            self.profiler.__enter__()
+            self.seconds = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step == trainer.max_steps:
+            synchronize(self.device)
+            self.seconds = time.perf_counter() - self.seconds
+            self.profiler.__exit__(None, None, None)
+
+
+def profile_lightning_steps(setting: Setting) -> tuple[dict, pd.DataFrame]:
+    """The tiny DPN's Lightning steps under the profiler: a summary per step and the operations by host time."""
+    torch.manual_seed(0)
+    module = build_module(["backbone.preset=tiny"]).to(setting.device)
+    profiler = StepProfiler(setting.warmup, setting.device)
+    trainer = pl.Trainer(
+        accelerator="gpu" if setting.device.startswith("cuda") else "cpu",
+        devices=1,
+        precision="bf16-mixed" if setting.bf16 else "32-true",
+        max_steps=setting.warmup + setting.steps,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[profiler],
+    )
+    batches = random_batches(setting, setting.warmup + setting.steps)
+    trainer.fit(module, train_dataloaders=torch.utils.data.DataLoader(batches, batch_size=None, shuffle=False))
+    events, steps = profiler.profiler.key_averages(), setting.steps
+    table = pd.DataFrame(
+        [
+            {
+                "operation": event.key,
+                "calls/step": event.count / steps,
+                "host ms/step": event.self_cpu_time_total / 1e3 / steps,
+                "device ms/step": getattr(event, "self_device_time_total", 0.0) / 1e3 / steps,
+            }
+            for event in events
+        ]
+    ).sort_values("host ms/step", ascending=False)
+    calls = dict(zip(table["operation"], table["calls/step"], strict=True))
+    summary = {
+        "wall ms/step": round(profiler.seconds * 1e3 / steps, 2),
+        "host ms/step": round(float(table["host ms/step"].sum()), 2),
+        "device ms/step": round(float(table["device ms/step"].sum()), 2),
+        "device-to-host reads/step": float(calls.get("aten::_local_scalar_dense", 0.0)),
+        "stream syncs/step": float(calls.get("cudaStreamSynchronize", 0.0) + calls.get("cudaDeviceSynchronize", 0.0)),
+    }
+    return summary, table
+
+
 def compare_loops(setting: Setting) -> pd.DataFrame:
     """Lightning and the bare loop on the tiny DPN from the same weights and batches."""
     torch.manual_seed(0)
@@ -250,7 +320,7 @@ def header(device: str) -> str:
 def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--parts", default="loop,models", help="comma-separated: loop, models, showcase")
+    parser.add_argument("--parts", default="loop,models", help="comma-separated: loop, models, profile, showcase")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--loop-image-size", type=int, default=64, help="image size of the loop comparison")
     parser.add_argument("--loop-bf16", action="store_true", help="the loop comparison under bf16 autocast")
@@ -272,6 +342,11 @@ def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
             f"{precision}; "
             f"goal >= {LOOP_GOAL}):\n{tables['loop'].to_string(index=False, float_format='{:.3f}'.format)}"
         )
+    if "profile" in parts:
+        setting = Setting(args.device, args.batch_size, args.loop_image_size, args.steps, args.warmup, args.loop_bf16)
+        summary, tables["profile"] = profile_lightning_steps(setting)
+        tables["profile_summary"] = pd.DataFrame([summary])
+        print(f"\nLightning steps under torch.profiler: {summary}\n{tables['profile'].head(15).to_string(index=False)}")
     if "models" in parts:
         setting = Setting(args.device, args.batch_size, 112, args.steps, args.warmup)
         tables["models"] = compare_models(setting, MODELS, model_variants(args.channels_last, args.compile))

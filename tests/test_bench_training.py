@@ -68,3 +68,14 @@ def test_the_gpu_checks_overrides_compose_as_meant():
     assert list(search.train_overrides) == ["trainer=gpu"] and search.total_budget == 24 and search.final.seeds == 1
     train = compose_config("train", ["trainer=gpu", *gpu_check.PAPER_DPN])
     assert train.data.table.image_size == 112 and train.trainer.accelerator == "gpu"
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_the_profile_part_times_lightning_steps_and_counts_their_device_reads(tmp_path):
+    options = ["--steps", "2", "--warmup", "1", "--batch-size", "2", "--loop-image-size", "32"]
+    tables = training_speed.main(["--parts", "profile", *options, "--output-dir", str(tmp_path)])
+    summary, operations = tables["profile_summary"].iloc[0], tables["profile"]
+    assert summary["wall ms/step"] >= summary["host ms/step"] * 0.5 > 0
+    assert summary["device-to-host reads/step"] == 0  # what a GPU step must not do (tests/test_train.py)
+    assert "aten::convolution_backward" in set(operations["operation"])
+    assert operations["host ms/step"].is_monotonic_decreasing and (tmp_path / "profile_summary.csv").is_file()
