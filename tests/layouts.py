@@ -69,6 +69,18 @@ def write_image(path: Path, rng: np.random.Generator) -> None:
     path.write_bytes(jpeg_bytes(rng))
 
 
+def write_folders(root: Path, n_identities: int = 24, images_per_identity: int = 5, seed: int = 0) -> Path:
+    """``data=folders``: ``<root>/<identity>/<k>.jpg`` and ``attributes.csv`` (identity, gender: female, male
+    alternating, as ``experiment=folders_paper`` reads it)."""
+    rng = np.random.default_rng(seed)
+    for k in range(n_identities):
+        for image in range(images_per_identity):
+            write_image(root / f"person{k:03d}" / f"{image}.jpg", rng)
+    rows = [f"person{k:03d},{('female', 'male')[k % 2]}" for k in range(n_identities)]
+    (root / "attributes.csv").write_text("identity,gender\n" + "\n".join(rows) + "\n")
+    return root
+
+
 def write_celeba(
     root: Path, n_identities: int = 20, images_per_identity: int = 4, seed: int = 0, landmarks: bool = False
 ) -> dict:

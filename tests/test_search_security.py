@@ -10,7 +10,7 @@ import stat
 import pytest
 
 from fairnas.search import run_search
-from fairnas.search.security import check_address, make_credentials, tls_security
+from fairnas.search.security import check_address, cluster_security, make_credentials, tls_security
 from tests.test_search_parallel import ZDT1, zdt1_settings
 
 needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
@@ -60,19 +60,12 @@ def test_credentials_are_written_for_their_owner_only_and_checked(tmp_path):
 def test_a_tls_scheduler_refuses_other_credentials_and_runs_the_search_with_its_own(tmp_path):
     import dask
     from distributed import Client, LocalCluster
-    from distributed.security import Security
 
     ours, theirs = make_credentials(tmp_path / "ours"), make_credentials(tmp_path / "theirs")
-    files = {name: str(ours / f"{name}.pem") for name in ("ca", "cert", "key")}
-    cluster_security = Security(
-        tls_ca_file=files["ca"],
-        **{f"tls_{role}_{kind}": files[kind] for role in ("scheduler", "worker", "client") for kind in ("cert", "key")},
-        require_encryption=True,
-    )
     with (
         dask.config.set({"distributed.worker.daemon": False}),
         LocalCluster(
-            n_workers=2, threads_per_worker=1, protocol="tls://", host="127.0.0.1", security=cluster_security,
+            n_workers=2, threads_per_worker=1, protocol="tls://", host="127.0.0.1", security=cluster_security(ours),
             dashboard_address=":0",
         ) as cluster,
     ):  # fmt: skip

@@ -19,8 +19,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from tests.gate import waiting
+from tests.layouts import write_folders
 from tests.slurm_cluster import SlurmCluster, slurm_cluster, unavailable
 from tests.test_run_lock import search_command
 
@@ -159,13 +161,68 @@ def test_the_documented_commands_run_a_search_on_slurm_workers_over_tls(slurm, t
     assert len(ran_in) == 4 and set(ran_in) == jobs and len(jobs) == 2, (ran_in, jobs, array)
 
 
-def test_a_search_through_dask_jobqueue_slurmcluster(slurm, tmp_path, cache_dir, monkeypatch):
-    """docs/scale.md: ``SLURMCluster(...).scale(jobs=2)``, then ``search.dask_address=cluster.scheduler_address``."""
+def test_the_worked_example_searches_folder_faces_with_the_shipped_job_scripts(slurm, tmp_path, cache_dir):
+    """docs/scale.md's worked example at its smallest: ``experiment=folders_paper`` on a folder data set, the driver
+    job of docs/slurm/search_driver.sbatch (a TLS scheduler and search.py with ``search=paper``) and a worker of
+    docs/slurm/dask_workers.sbatch, submitted as shipped; the search's W&B run is left offline for ``wandb sync``."""
+    from fairnas.search.security import make_credentials
+
+    data, output = write_folders(tmp_path / "faces"), tmp_path / "search"
+    tiny = ["trainer=cpu", "backbone.preset=tiny", "data.batch_size=16", "data.eval_batch_size=64", "embedding_dim=16"]
+    tiny += ["data.transforms.image_size=32", "data.transforms.resize=36", f"paths.cache_dir={cache_dir}"]
+    env = _env(
+        FAIRNAS_DATA=str(data),
+        FAIRNAS_TLS=str(make_credentials(tmp_path / "tls")),
+        FAIRNAS_SCHEDULER_FILE=str(tmp_path / "scheduler.json"),
+        FAIRNAS_NAME="tiny",
+        FAIRNAS_REPO=str(REPO),
+        FAIRNAS_OUTPUT=str(output),
+        FAIRNAS_TRAIN_OVERRIDES=" ".join(tiny),
+        FAIRNAS_SCHEDULER_ARGS="--host 127.0.0.1",
+        FAIRNAS_WORKER_ARGS="--host 127.0.0.1 --no-dashboard",
+        WANDB_MODE="offline",
+    )
+    budgets = ["search.strategy=random", "search.n_trials=2", "search.min_budget=1", "search.max_budget=1"]
+    driver = slurm.sbatch(
+        "--cpus-per-task=1",  # the one-node cluster has 2 CPUs: the driver and one worker
+        f"--output={tmp_path}/driver.out",
+        str(REPO / "docs" / "slurm" / "search_driver.sbatch"),
+        *budgets,
+        "search.final.seeds=0",
+        env=env,
+    )
+    slurm.sbatch(
+        "--array=1-1", f"--output={tmp_path}/worker.out", str(REPO / "docs" / "slurm" / "dask_workers.sbatch"), env=env
+    )
+    deadline = time.monotonic() + 600
+    while driver in slurm.jobs() and time.monotonic() < deadline:
+        time.sleep(1)
+    slurm.cancel_all()
+    log = (tmp_path / "driver.out").read_text()
+    trials = _assert_complete(output, 2)
+    assert trials["config"].str.contains('"head": "').all() and "search done: 2 trials" in log, log[-3000:]
+    trained = yaml.safe_load(next((output / "trials").rglob("config.yaml")).read_text())  # a trial's own config
+    assert trained["data"]["root"] == str(data) and trained["data"]["table"]["attribute"] == "gender"
+    assert trained["trainer"]["max_epochs"] == 1 and trained["data"]["transforms"]["image_size"] == 32
+    assert list((output / "wandb").glob("offline-run-*-summary"))  # what wandb sync uploads
+
+
+def test_a_search_through_dask_jobqueue_slurmcluster_over_tls(slurm, tmp_path, cache_dir, monkeypatch):
+    """docs/scale.md: ``SLURMCluster(..., protocol="tls://", security=cluster_security(folder)).scale(jobs=2)``, then
+    ``search.dask_address=cluster.scheduler_address search.dask_tls=folder``; a client of another authority is
+    refused."""
+    from distributed import Client
+
+    from fairnas.search.security import cluster_security, make_credentials, tls_security
+
     dask_jobqueue = pytest.importorskip("dask_jobqueue", reason="the slurm extra: pip install -e '.[slurm]'")
     for name, value in _env(SLURM_CONF=slurm.env["SLURM_CONF"]).items():
         monkeypatch.setenv(name, value)
     folder, gate = tmp_path / "search", tmp_path / "go"
+    tls, stranger = make_credentials(tmp_path / "tls"), make_credentials(tmp_path / "stranger")
     with dask_jobqueue.SLURMCluster(
+        protocol="tls://",
+        security=cluster_security(tls),
         cores=1,
         processes=1,
         memory="3GB",  # the nanny restarts a worker above it: torch and a training step need more than 1 GB
@@ -178,10 +235,14 @@ def test_a_search_through_dask_jobqueue_slurmcluster(slurm, tmp_path, cache_dir,
         log_directory=str(tmp_path / "jobqueue"),
     ) as cluster:
         cluster.scale(jobs=2)
-        wait_for_workers(2, address=cluster.scheduler_address)
+        address = cluster.scheduler_address
+        assert address.startswith("tls://127.0.0.1:")
+        wait_for_workers(2, security=tls_security(tls), address=address)
+        with pytest.raises((OSError, TimeoutError)):  # mutual TLS: no way in without the folder's certificate
+            Client(address, security=tls_security(stranger), timeout=5)
         jobs = slurm.running()
         command = search_command(
-            folder, gate, cache_dir, "search.n_workers=2", f"search.dask_address={cluster.scheduler_address}", free=99
+            folder, gate, cache_dir, f"search.dask_address={address}", f"search.dask_tls={tls}", free=99
         )
         _run(command, tmp_path, tmp_path / "search.log")
     _assert_complete(folder, 3)

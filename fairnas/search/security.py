@@ -52,6 +52,19 @@ def tls_security(folder: str | Path) -> Any:
     return Security(tls_ca_file=ca, tls_client_cert=cert, tls_client_key=key, require_encryption=True)
 
 
+def cluster_security(folder: str | Path) -> Any:
+    """The ``distributed.Security`` of a whole cluster started from Python (dask-jobqueue's ``SLURMCluster``, a
+    ``LocalCluster``): the scheduler, its workers and its clients all present the folder's certificate, checked as
+    :func:`tls_security` checks it; pass it as ``security=`` with ``protocol="tls://"``."""
+    from distributed.security import Security
+
+    tls_security(folder)
+    ca, cert, key = (str(Path(folder).expanduser() / name) for name in CREDENTIALS)
+    roles = {f"tls_{role}_cert": cert for role in ("client", "scheduler", "worker")}
+    roles |= {f"tls_{role}_key": key for role in ("client", "scheduler", "worker")}
+    return Security(tls_ca_file=ca, require_encryption=True, **roles)
+
+
 def make_credentials(folder: str | Path, days: int = 365) -> Path:
     """A certificate authority and one certificate it signed (for the scheduler, the workers and the search) in
     ``folder``, which only its owner can enter; the authority's own key is not kept."""
