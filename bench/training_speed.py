@@ -118,8 +118,8 @@ class StepTimer(pl.Callback):
             self.end = time.perf_counter()
 
 
-def lightning_images_per_second(module: FaceRecognitionModule, batches: list[dict], setting: Setting) -> float:
-    timer = StepTimer(setting.warmup, setting.device)
+def fit_steps(module: FaceRecognitionModule, batches: list[dict], setting: Setting, callback: pl.Callback) -> None:
+    """Lightning fits ``module`` on ``batches``, one step each, with nothing else (no validation, logger, bar)."""
     trainer = pl.Trainer(
         accelerator="gpu" if setting.device.startswith("cuda") else "cpu",
         devices=1,
@@ -131,10 +131,14 @@ def lightning_images_per_second(module: FaceRecognitionModule, batches: list[dic
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
-        callbacks=[timer],
+        callbacks=[callback],
     )
-    loader = torch.utils.data.DataLoader(batches, batch_size=None, shuffle=False)
-    trainer.fit(module, train_dataloaders=loader)
+    trainer.fit(module, train_dataloaders=torch.utils.data.DataLoader(batches, batch_size=None, shuffle=False))
+
+
+def lightning_images_per_second(module: FaceRecognitionModule, batches: list[dict], setting: Setting) -> float:
+    timer = StepTimer(setting.warmup, setting.device)
+    fit_steps(module, batches, setting, timer)
     return setting.batch_size * setting.steps / (timer.end - timer.start)
 
 
@@ -191,21 +195,7 @@ def profile_lightning_steps(setting: Setting) -> tuple[dict, pd.DataFrame]:
     torch.manual_seed(0)
     module = build_module(["backbone.preset=tiny"]).to(setting.device)
     profiler = StepProfiler(setting.warmup, setting.device)
-    trainer = pl.Trainer(
-        accelerator="gpu" if setting.device.startswith("cuda") else "cpu",
-        devices=1,
-        precision="bf16-mixed" if setting.bf16 else "32-true",
-        max_steps=setting.warmup + setting.steps,
-        limit_val_batches=0,
-        num_sanity_val_steps=0,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=[profiler],
-    )
-    batches = random_batches(setting, setting.warmup + setting.steps)
-    trainer.fit(module, train_dataloaders=torch.utils.data.DataLoader(batches, batch_size=None, shuffle=False))
+    fit_steps(module, random_batches(setting, setting.warmup + setting.steps), setting, profiler)
     events, steps = profiler.profiler.key_averages(), setting.steps
     table = pd.DataFrame(
         [
