@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import csv
 import json
 import math
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,27 @@ def write_csv_atomic(frame: pd.DataFrame, path: str | Path) -> None:
     """Replace ``path`` with ``frame`` as CSV (no index) atomically."""
     with atomic_path(path) as tmp:
         frame.to_csv(tmp, index=False)
+
+
+def append_csv_rows(rows: Sequence[Sequence[Any]], path: str | Path, *, durable: bool = True) -> None:
+    """Append ``rows`` (value lists in the file's column order) to the CSV ``path``, each value written as pandas'
+    ``to_csv`` writes it (a float as its ``repr``, NaN and None empty, quoting as needed), flushed to disk when
+    ``durable``: a log's cost, not a rewrite's. A crash can cut the last line short; whoever reads the file back
+    drops it (``fairnas.search.records.TrialStore``)."""
+    with open(path, "a", newline="") as file:
+        writer = csv.writer(file, lineterminator="\n")
+        writer.writerows([[_csv_value(value) for value in row] for row in rows])
+        file.flush()
+        if durable:
+            os.fsync(file.fileno())
+
+
+def _csv_value(value: Any) -> Any:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float):  # numpy floats too
+        return repr(float(value))
+    return value.item() if hasattr(value, "item") else value
 
 
 def write_json_atomic(path: str | Path, data: Any) -> None:

@@ -21,12 +21,21 @@ from typing import Any
 import pandas as pd
 from ConfigSpace import ConfigurationSpace
 
-from fairnas.io import atomic_path
+from fairnas.io import append_csv_rows, atomic_path, write_csv_atomic
 from fairnas.search.final import FinalResult, fresh_seeds, run_final_stage, select_candidates
+from fairnas.search.hypervolume import HypervolumeCurve
 from fairnas.search.parallel import TrialPool, open_pool_for
+from fairnas.search.pareto import pareto_front
 from fairnas.search.progress import progress_line
 from fairnas.search.records import RunKey, TrialRecord, TrialStore, run_key
-from fairnas.search.result import SETTINGS_FILE, TRIALS_FILE, SearchResult, write_outputs
+from fairnas.search.result import (
+    HYPERVOLUME_FILE,
+    PARETO_FRONT_FILE,
+    SETTINGS_FILE,
+    TRIALS_FILE,
+    SearchResult,
+    write_outputs,
+)
 from fairnas.search.settings import SearchSettings, check_compatible
 from fairnas.search.space import KeyValidator, SearchSpace, check_known_keys, load_space
 from fairnas.search.strategies import BuildContext, Proposal, Strategy, registration
@@ -181,9 +190,12 @@ class _SearchLoop:
         self._settings = settings
         self._finished: dict[RunKey, TrialRecord] = {record.run_key: record for record in store.records}
         self._told: set[RunKey] = set()
+        self._unasked = list(self._finished)  # an earlier run's trials, told once the strategy first asks
         self._running: dict[RunKey, list[Proposal]] = {}
         self._next_trial_id = max((record.trial_id for record in store.records), default=-1) + 1
+        self._budget_finished = sum(record.budget for record in store.records)
         self._exhausted = False
+        self._outputs = SearchOutputs(store, settings)
 
     def run(self) -> None:
         while True:
@@ -234,7 +246,7 @@ class _SearchLoop:
 
     def _may_start(self) -> bool:
         started = len(self._store.records) + len(self._running)
-        budget = sum(record.budget for record in self._store.records) + sum(key[1] for key in self._running)
+        budget = self._budget_finished + sum(key[1] for key in self._running)
         return _within_limits(self._settings, started, budget)
 
     def _share_result(self, key: RunKey, proposal: Proposal) -> None:
@@ -247,10 +259,11 @@ class _SearchLoop:
 
     def _replay_unasked_records(self) -> None:
         """Tell the strategy every finished trial it has not asked for again (from an earlier run)."""
-        for key, record in self._finished.items():
+        for key in self._unasked:
             if key not in self._told:
-                self._strategy.tell_record(record)
+                self._strategy.tell_record(self._finished[key])
                 self._told.add(key)
+        self._unasked = []
 
     def _finish(self, key: RunKey, trial_id: int, outcome: TrialOutcome | None, error: BaseException | None) -> None:
         proposals = self._running.pop(key)
@@ -262,24 +275,56 @@ class _SearchLoop:
         record = TrialRecord(trial_id, proposals[0].config, proposals[0].budget, key[2], outcome)
         self._store.append(record)  # durable before anything else
         self._finished[key] = record
+        self._budget_finished += record.budget
         self._told.add(key)
         for proposal in proposals:
             self._strategy.tell(proposal, outcome)
-        result = SearchResult.from_trials(
-            self._store.frame(), self._store.objectives, self._settings.max_budget, self._store.path.parent
-        )
-        curve = write_outputs(result, self._settings.reference_point, plot=False)
+        self._outputs.add(record)
         log.info(
             progress_line(
                 record,
-                curve,
+                self._outputs.curve.last(),
                 objectives=self._store.objectives,
                 n_trials=self._settings.n_trials,
                 total_budget=self._settings.total_budget,
             )
         )
         if self._on_trial is not None:
-            self._on_trial(result, curve)
+            result = SearchResult.from_trials(
+                self._store.frame(), self._store.objectives, self._settings.max_budget, self._store.path.parent
+            )
+            self._on_trial(result, self._outputs.curve.frame())
+
+
+class SearchOutputs:
+    """What :func:`~fairnas.search.result.write_outputs` writes while the search runs (pareto_front.csv and
+    hypervolume.csv), kept up to date at a cost that does not grow with the trials: hypervolume.csv gains each
+    trial's row (written whole when the reference point derived from the trials moved), pareto_front.csv is
+    written when the front changed. At the end the search writes both whole again, with the figure."""
+
+    def __init__(self, store: TrialStore, settings: SearchSettings):
+        self._store, self._settings = store, settings
+        self.curve = HypervolumeCurve(store.objectives, settings.max_budget, settings.reference_point)
+        for record in store.records:
+            self._add_to_curve(record)
+        self._written = False
+
+    def add(self, record: TrialRecord) -> None:
+        self._add_to_curve(record)
+        folder = self._store.path.parent
+        if self._written and not self.curve.moved:  # derived from trials.csv: no need to wait for the disk
+            row = [*self.curve.last().values(), *self.curve.reference]  # hypervolume.csv's column order
+            append_csv_rows([row], folder / HYPERVOLUME_FILE, durable=False)
+        else:
+            write_csv_atomic(self.curve.frame(), folder / HYPERVOLUME_FILE)
+        if self.curve.front_changed or not self._written:
+            front = pareto_front(self._store.frame(), self._store.objectives, self._settings.max_budget)
+            write_csv_atomic(front, folder / PARETO_FRONT_FILE)
+        self._written = True
+
+    def _add_to_curve(self, record: TrialRecord) -> None:
+        values = [record.outcome.values[name] for name in self._store.objectives]
+        self.curve.add(record.budget, record.outcome.status, values)
 
 
 def _as_search_space(space: Any) -> SearchSpace:

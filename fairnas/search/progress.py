@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-
-import pandas as pd
+from collections.abc import Mapping, Sequence
 
 from fairnas.search.records import TrialRecord
 from fairnas.search.trial import SUCCESS
@@ -15,14 +13,13 @@ log = logging.getLogger("fairnas.search")
 
 def progress_line(
     record: TrialRecord,
-    curve: pd.DataFrame,
+    last: Mapping[str, float],
     *,
     objectives: Sequence[str],
     n_trials: int | None,
     total_budget: float | None,
 ) -> str:
-    """Format the state of the search after ``record`` finished (``curve``: hypervolume.csv rows)."""
-    last = curve.iloc[-1]
+    """Format the state of the search after ``record`` finished (``last``: hypervolume.csv's last row)."""
     trials = f"{int(last['n_trials'])}" + (f"/{n_trials}" if n_trials is not None else "")
     budget = f"{last['consumed_budget']:g}" + (f"/{total_budget:g}" if total_budget is not None else "")
     if record.outcome.status == SUCCESS:

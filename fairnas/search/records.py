@@ -8,6 +8,7 @@ never a torn one. On restart the records tell which (configuration, budget) pair
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +16,10 @@ from typing import Any
 
 import pandas as pd
 
-from fairnas.io import write_csv_atomic
+from fairnas.io import append_csv_rows, write_csv_atomic, write_text_atomic
 from fairnas.search.trial import TrialOutcome, config_id, native_config
+
+log = logging.getLogger(__name__)
 
 BASE_COLUMNS = ("trial_id", "config_id", "budget", "seed", "status")
 TAIL_COLUMNS = ("wall_time_s", "finished_at", "error_message", "config")
@@ -68,15 +71,22 @@ class TrialStore:
             leftover.unlink(missing_ok=True)
 
     def append(self, record: TrialRecord) -> None:
-        """Add a finished trial and durably rewrite trials.csv."""
+        """Add a finished trial and append its line to trials.csv, flushed to disk (the file is written whole only
+        when it is new: a search's cost per trial does not grow with its trials)."""
         self.records.append(record)
-        write_csv_atomic(self.frame(), self.path)
+        if self.path.is_file():
+            row = self._row(record)
+            append_csv_rows([[row.get(column) for column in self._columns]], self.path)
+        else:
+            write_csv_atomic(self.frame(), self.path)
 
     def frame(self) -> pd.DataFrame:
         """All records as a DataFrame: ids, budget, seed, status, objectives, timing, error, config."""
-        columns = [*BASE_COLUMNS, *self.objectives, *TAIL_COLUMNS, *self.hyperparameters]
-        rows = [self._row(record) for record in self.records]
-        return pd.DataFrame(rows, columns=columns)
+        return pd.DataFrame([self._row(record) for record in self.records], columns=self._columns)
+
+    @property
+    def _columns(self) -> list[str]:
+        return [*BASE_COLUMNS, *self.objectives, *TAIL_COLUMNS, *self.hyperparameters]
 
     def _row(self, record: TrialRecord) -> dict[str, Any]:
         outcome = record.outcome
@@ -95,6 +105,10 @@ class TrialStore:
         }
 
     def _read(self) -> list[TrialRecord]:
+        text = self.path.read_text()
+        if text and not text.endswith("\n"):  # a line cut short by a crash mid-append: that trial runs again
+            log.warning("%s: dropping its last line, cut short (the search was stopped while writing it)", self.path)
+            write_text_atomic(self.path, text[: text.rfind("\n") + 1])
         frame = pd.read_csv(self.path, keep_default_na=False)
         missing = [column for column in (*BASE_COLUMNS, *self.objectives, *TAIL_COLUMNS) if column not in frame]
         if missing:

@@ -18,6 +18,8 @@ from fairnas.search.plots import pareto_figure
 
 SETTINGS_FILE = "search.json"
 TRIALS_FILE = "trials.csv"
+PARETO_FRONT_FILE = "pareto_front.csv"
+HYPERVOLUME_FILE = "hypervolume.csv"
 
 
 @dataclass(frozen=True)
@@ -91,8 +93,8 @@ def write_outputs(result: SearchResult, reference_point: Sequence[float] | None,
         )
     else:
         curve = result.hypervolume_curve(reference)
-    write_csv_atomic(result.pareto_front, result.output_dir / "pareto_front.csv")
-    write_csv_atomic(curve, result.output_dir / "hypervolume.csv")
+    write_csv_atomic(result.pareto_front, result.output_dir / PARETO_FRONT_FILE)
+    write_csv_atomic(curve, result.output_dir / HYPERVOLUME_FILE)
     if plot:
         final_front = None if result.final is None else result.final.candidates
         figure = pareto_figure(result.trials, result.pareto_front, result.objectives, result.max_budget, final_front)
