@@ -8,7 +8,7 @@ import pytest
 from fairnas.benchmarks.analytic import NoisyMultiFidelityProblem
 from fairnas.config import compose_config
 from fairnas.search import SearchSettings, run_search
-from fairnas.tasks.search import log_progress, report_search, summary_run
+from fairnas.tasks.search import log_progress, report_search, summary_report
 
 ZDT1 = NoisyMultiFidelityProblem("zdt1", n_variables=3)
 SETTINGS = SearchSettings(
@@ -53,7 +53,7 @@ def test_the_front_and_hypervolume_reach_wandb_as_each_trial_finishes(tmp_path, 
     def fronts_so_far() -> int:
         return len(list(tmp_path.glob("wandb/offline-run-*-summary/files/media/table/pareto_front_*.table.json")))
 
-    with summary_run(cfg, tmp_path) as report:
+    with summary_report(cfg, tmp_path) as report:
 
         def observe(result, curve):
             log_progress(report, result, curve)

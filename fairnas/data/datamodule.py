@@ -229,9 +229,11 @@ class FaceDataModule(pl.LightningDataModule):
 
     def _loss_weights_on(self, device: torch.device) -> torch.Tensor:
         """:attr:`_loss_weights` on ``device``, copied there once (a copy from the host each step waits for the GPU)."""
-        if self._loss_weights.device != device:
-            self._loss_weights = self._loss_weights.to(device)
-        return self._loss_weights
+        weights = self._loss_weights
+        assert weights is not None  # asked for only when the weights go into the loss
+        if weights.device != device:
+            self._loss_weights = weights = weights.to(device)
+        return weights
 
     @functools.cached_property
     def _loss_weights(self) -> torch.Tensor | None:

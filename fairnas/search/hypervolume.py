@@ -72,7 +72,8 @@ class HypervolumeCurve:
         self._front: list[np.ndarray] = []  # the current front's points, in trial order
         self._fronts: list[np.ndarray] = []  # each version of the front
         self._volumes: list[float] = []  # the hypervolume of each version under the current reference point
-        self._lowest = self._highest = None
+        self._lowest: np.ndarray = np.full(len(self.objectives), np.inf)  # of the max-budget points so far
+        self._highest: np.ndarray = np.full(len(self.objectives), -np.inf)
         self.moved = self.front_changed = False
 
     def add(self, budget: float, status: str, values: Sequence[float]) -> None:
@@ -126,9 +127,6 @@ class HypervolumeCurve:
 
     def _widen(self, point: np.ndarray) -> bool:
         """Track the max-budget points' lowest and highest values; whether they changed (the derived reference)."""
-        if self._lowest is None:
-            self._lowest, self._highest = point.copy(), point.copy()
-            return True
         lowest, highest = np.minimum(self._lowest, point), np.maximum(self._highest, point)
         changed = not (np.array_equal(lowest, self._lowest) and np.array_equal(highest, self._highest))
         self._lowest, self._highest = lowest, highest

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import hashlib
 import json
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,17 +68,36 @@ class FaceSearch:
 def run_face_search(cfg: DictConfig) -> SearchResult:
     """Run the search described by ``cfg.search`` and its final stage; outputs go to ``cfg.output_dir``."""
     search, output_dir = FaceSearch.from_mapping(cfg.search), Path(cfg.output_dir)
-    live = contextlib.nullcontext() if _trials_log_here(search) else summary_run(cfg, output_dir)
-    with live as summary:  # the front reaches W&B as trials finish
-        observer = None if summary is None else functools.partial(log_progress, summary)
-        result = search_faces(search, output_dir, on_trial=observer)
-        if summary is not None:
-            log_summary(summary, result, search.settings)
-    if summary is None:
+    with contextlib.ExitStack() as stack:
+        live = LiveSummary(cfg, search, stack)
+        result = search_faces(search, output_dir, on_trial=live if cfg.get("logger") else None)
+        if live.report is not None:
+            log_summary(live.report, result, search.settings)
+    if live.report is None:
         report_search(cfg, result, search.settings)
     else:
         report_trials(cfg, result)
     return result
+
+
+class LiveSummary:
+    """The search's W&B summary run while the search runs: opened when the first trial finishes, once every input
+    check has passed (bad input writes nothing), then told the front after each trial (:func:`log_progress`).
+    Trials that train with loggers of their own in this process would write into an open run (Lightning's
+    WandbLogger reuses it), so then it stays closed and the summary is written at the end."""
+
+    def __init__(self, cfg: DictConfig, search: FaceSearch, stack: contextlib.ExitStack):
+        self._cfg, self._search, self._stack = cfg, search, stack
+        self.report: Report | None = None
+        self._refused = False
+
+    def __call__(self, result: SearchResult, curve: pd.DataFrame) -> None:
+        if self.report is None and not self._refused:
+            self._refused = _trials_log_here(self._search)
+            if not self._refused:
+                self.report = self._stack.enter_context(summary_report(self._cfg, result.output_dir))
+        if self.report is not None:
+            log_progress(self.report, result, curve)
 
 
 def _trials_log_here(search: FaceSearch) -> bool:
@@ -148,24 +166,18 @@ def search_faces(search: FaceSearch, output_dir: Path, on_trial: TrialObserver |
 def report_search(cfg: DictConfig, result: SearchResult, settings: SearchSettings) -> None:
     """A finished search to the configured loggers: its summary run (:func:`log_summary`) and one run per trial
     (:func:`report_trials`)."""
-    with summary_run(cfg, result.output_dir) as summary:
-        if summary is not None:
-            log_summary(summary, result, settings)
+    if not cfg.get("logger"):
+        return
+    with summary_report(cfg, result.output_dir) as summary:
+        log_summary(summary, result, settings)
     report_trials(cfg, result)
 
 
-@contextlib.contextmanager
-def summary_run(cfg: DictConfig, output_dir: Path) -> Iterator[Report | None]:
-    """The search's summary run in the group ``search.name`` (None without loggers). Its id derives from the output
-    folder, so reporting a resumed search again updates the same run when synced instead of duplicating it."""
-    if not cfg.get("logger"):
-        yield None
-        return
+def summary_report(cfg: DictConfig, output_dir: Path) -> Report:
+    """The search's summary run in the group ``search.name``. Its id derives from the output folder, so reporting a
+    resumed search again updates the same run when synced instead of duplicating it."""
     name = cfg.search.name
-    with Report(
-        cfg, name=f"{name}-summary", group=name, job_type="summary", id=f"{_search_id(output_dir)}-summary"
-    ) as report:
-        yield report
+    return Report(cfg, name=f"{name}-summary", group=name, job_type="summary", id=f"{_search_id(output_dir)}-summary")
 
 
 def log_progress(report: Report, result: SearchResult, curve: pd.DataFrame) -> None:
