@@ -3,6 +3,7 @@
 import json
 import re
 
+import pandas as pd
 import pytest
 
 from fairnas.benchmarks.analytic import NoisyMultiFidelityProblem
@@ -48,18 +49,22 @@ def test_logger_none_writes_nothing(result):
 def test_the_front_and_hypervolume_reach_wandb_as_each_trial_finishes(tmp_path, monkeypatch):
     monkeypatch.delenv("WANDB_MODE", raising=False)
     cfg = compose_config("search", ["search.name=zdt1-live"], output_dir=tmp_path)
-    fronts_logged = []
+    fronts_logged, progresses = [], []
 
     def fronts_so_far() -> int:
         return len(list(tmp_path.glob("wandb/offline-run-*-summary/files/media/table/pareto_front_*.table.json")))
 
     with summary_report(cfg, tmp_path) as report:
 
-        def observe(result, curve):
-            log_progress(report, result, curve)
-            fronts_logged.append((int(curve["n_trials"].iloc[-1]), fronts_so_far()))
+        def observe(progress):
+            log_progress(report, progress)
+            fronts_logged.append((progress.curve_row["n_trials"], fronts_so_far()))
+            progresses.append(progress)
 
-        run_search(ZDT1, ZDT1.configspace(), SETTINGS, output_dir=tmp_path, on_trial=observe)
+        result = run_search(ZDT1, ZDT1.configspace(), SETTINGS, output_dir=tmp_path, on_trial=observe)
     assert fronts_logged == [(1, 1), (2, 2), (3, 3)]  # written while the search ran, one front per finished trial
+    pd.testing.assert_frame_equal(progresses[-1].pareto_front, result.pareto_front, check_dtype=False)
+    curve = pd.read_csv(tmp_path / "hypervolume.csv").iloc[-1]
+    assert progresses[-1].curve_row == pytest.approx({name: curve[name] for name in progresses[-1].curve_row})
     history = next(tmp_path.glob("wandb/offline-run-*-summary/run-*.wandb")).read_bytes()
     assert history.count(b"hypervolume") >= 3 and history.count(b"consumed_budget") >= 3

@@ -84,13 +84,13 @@ class BatchTransform:
 
     def __init__(self, settings: TransformSettings, n_images: int, seed: int = 0):
         self.settings, self.n_images, self.seed = settings, n_images, seed
-        self._draws: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
-        self._on_device: dict[tuple[int, torch.device], tuple[torch.Tensor, ...]] = {}
+        self._kept: dict[tuple[int, torch.device], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 
-    def draws(self, epoch: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(top, left, flip) of every image in ``epoch``: crop offsets (uniform over the margin when
+    def draws(self, epoch: int, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(top, left, flip) of every image in ``epoch``, on ``device``: crop offsets (uniform over the margin when
         ``random_crop``, else centred) and whether it is mirrored (probability ``hflip``)."""
-        if epoch not in self._draws:
+        key = (epoch, torch.device(device))
+        if key not in self._kept:
             settings, n = self.settings, self.n_images
             generator = torch.Generator().manual_seed(mix_seed(self.seed, epoch, AUGMENTATION_STREAM))
             margin = settings.resize_side - settings.image_size
@@ -99,15 +99,12 @@ class BatchTransform:
             else:
                 top = left = torch.full((n,), int(round(margin / 2.0)))
             flip = torch.rand(n, generator=generator) < settings.hflip
-            self._draws = {epoch: (top, left, flip)}
-        return self._draws[epoch]
+            self._kept = {key: (top.to(key[1]), left.to(key[1]), flip.to(key[1]))}
+        return self._kept[key]
 
     def train(self, pixels: torch.Tensor, index: torch.Tensor, epoch: int) -> torch.Tensor:
         """Random crop + flip of each image as drawn for (``epoch``, its ``index``), then normalised."""
-        key = (epoch, index.device)
-        if key not in self._on_device:
-            self._on_device = {key: tuple(values.to(index.device) for values in self.draws(epoch))}
-        top, left, flip = (values[index].to(pixels.device) for values in self._on_device[key])
+        top, left, flip = (values[index].to(pixels.device) for values in self.draws(epoch, index.device))
         return self._normalise(crop_and_flip(pixels, top, left, flip, self.settings.image_size))
 
     def eval(self, pixels: torch.Tensor) -> torch.Tensor:

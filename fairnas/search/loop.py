@@ -45,8 +45,21 @@ log = logging.getLogger("fairnas.search")
 
 MAX_REPEATED_PROPOSALS = 100
 """Stop when a strategy proposes only already-finished trials this many times in a row."""
-TrialObserver = Callable[[SearchResult, pd.DataFrame], None]
-"""Told the search so far and its hypervolume curve after each finished trial (``run_search``'s ``on_trial``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchProgress:
+    """The search so far, after a trial finished: its Pareto front at the maximum budget (pareto_front.csv's rows),
+    the hypervolume curve's last row (hypervolume.csv's n_trials, consumed_budget, front_size and hypervolume) and
+    the output folder. Kept by the loop as it goes, so telling an observer costs nothing that grows with the trials."""
+
+    pareto_front: pd.DataFrame
+    curve_row: Mapping[str, float]
+    output_dir: Path
+
+
+TrialObserver = Callable[[SearchProgress], None]
+"""Told the search's progress after each finished trial (``run_search``'s ``on_trial``)."""
 
 
 def run_search(
@@ -85,8 +98,8 @@ def run_search(
     metrics); it writes final_trials.csv, final_candidates.csv and final_front.csv, and its runs are read back on
     resume like the search's trials. Its epochs come on top of ``total_budget``.
 
-    ``on_trial(result, curve)`` is called after each trial finishes and is recorded, with the search so far and its
-    hypervolume curve (hypervolume.csv's rows), e.g. to send the front to W&B while the search runs.
+    ``on_trial(progress)`` is called after each trial finishes and is recorded, with the front and the hypervolume
+    so far (:class:`SearchProgress`), e.g. to send them to W&B while the search runs.
     """
     search_space = _as_search_space(space)
     if known_keys is not None:
@@ -290,17 +303,15 @@ class _SearchLoop:
             )
         )
         if self._on_trial is not None:
-            result = SearchResult.from_trials(
-                self._store.frame(), self._store.objectives, self._settings.max_budget, self._store.path.parent
-            )
-            self._on_trial(result, self._outputs.curve.frame())
+            self._on_trial(SearchProgress(self._outputs.front, self._outputs.curve.last(), self._store.path.parent))
 
 
 class SearchOutputs:
     """What :func:`~fairnas.search.result.write_outputs` writes while the search runs (pareto_front.csv and
     hypervolume.csv), kept up to date at a cost that does not grow with the trials: hypervolume.csv gains each
     trial's row (written whole when the reference point derived from the trials moved), pareto_front.csv is
-    written when the front changed. At the end the search writes both whole again, with the figure."""
+    written when the front changed (:attr:`front` holds it). At the end the search writes both whole again, with the
+    figure."""
 
     def __init__(self, store: TrialStore, settings: SearchSettings):
         self._store, self._settings = store, settings
@@ -308,6 +319,7 @@ class SearchOutputs:
         for record in store.records:
             self._add_to_curve(record)
         self._written = False
+        self.front = pd.DataFrame()
 
     def add(self, record: TrialRecord) -> None:
         self._add_to_curve(record)
@@ -318,8 +330,8 @@ class SearchOutputs:
         else:
             write_csv_atomic(self.curve.frame(), folder / HYPERVOLUME_FILE)
         if self.curve.front_changed or not self._written:
-            front = pareto_front(self._store.frame(), self._store.objectives, self._settings.max_budget)
-            write_csv_atomic(front, folder / PARETO_FRONT_FILE)
+            self.front = pareto_front(self._store.frame(), self._store.objectives, self._settings.max_budget)
+            write_csv_atomic(self.front, folder / PARETO_FRONT_FILE)
         self._written = True
 
     def _add_to_curve(self, record: TrialRecord) -> None:

@@ -72,27 +72,24 @@ class DaskPool:
     else as many as the scheduler's workers have threads now, and at least ``at_least``."""
 
     def __init__(self, client: Any, workers: int | None = None, *, at_least: int = 1):
-        from distributed import as_completed
-
         self._workers, self._at_least = workers, at_least
         self._client = client
-        self._tokens: dict[str, Any] = {}
-        self._finished = as_completed()
+        self._running: dict[Any, Any] = {}  # future -> token, in submission order
 
     def submit(self, token: Any, fn: Callable[..., Any], *args: Any) -> None:
-        future = self._client.submit(fn, *args, pure=False)
-        self._tokens[future.key] = token
-        self._finished.add(future)
+        self._running[self._client.submit(fn, *args, pure=False)] = token
 
     def next_finished(self) -> tuple[Any, Any, BaseException | None] | None:
-        if self._workers is None:  # an existing scheduler: workers may join while every call runs
-            deadline = time.monotonic() + CAPACITY_RECHECK_S
-            while not self._finished.has_ready():
-                if time.monotonic() >= deadline:
-                    return None
-                time.sleep(0.1)
-        future = next(self._finished)
-        token = self._tokens.pop(future.key)
+        from distributed import wait
+
+        # On an existing scheduler workers may join while every call runs: give the caller a turn now and then.
+        timeout = CAPACITY_RECHECK_S if self._workers is None else None
+        try:
+            done, _ = wait(list(self._running), timeout=timeout, return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            return None
+        future = next(future for future in self._running if future in done)  # the earliest submitted of those done
+        token = self._running.pop(future)
         try:
             return token, future.result(), None
         except Exception as error:  # e.g. KilledWorker when a worker process dies
@@ -101,7 +98,7 @@ class DaskPool:
             future.release()
 
     def __len__(self) -> int:
-        return len(self._tokens)
+        return len(self._running)
 
     @property
     def capacity(self) -> int:

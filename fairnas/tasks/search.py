@@ -19,14 +19,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 from hydra.errors import HydraException
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from fairnas.config import compose_config, resolve_space_path
 from fairnas.metrics import IDENTIFICATION_METRICS
 from fairnas.search import SearchResult, SearchSettings, SearchSpace, load_space, run_search
-from fairnas.search.loop import TrialObserver
+from fairnas.search.loop import SearchProgress, TrialObserver
 from fairnas.search.space import check_known_keys
 from fairnas.tasks.cli import hydra_command
 from fairnas.tasks.reporting import Report
@@ -91,13 +90,13 @@ class LiveSummary:
         self.report: Report | None = None
         self._refused = False
 
-    def __call__(self, result: SearchResult, curve: pd.DataFrame) -> None:
+    def __call__(self, progress: SearchProgress) -> None:
         if self.report is None and not self._refused:
             self._refused = _trials_log_here(self._search)
             if not self._refused:
-                self.report = self._stack.enter_context(summary_report(self._cfg, result.output_dir))
+                self.report = self._stack.enter_context(summary_report(self._cfg, progress.output_dir))
         if self.report is not None:
-            log_progress(self.report, result, curve)
+            log_progress(self.report, progress)
 
 
 def _trials_log_here(search: FaceSearch) -> bool:
@@ -180,13 +179,11 @@ def summary_report(cfg: DictConfig, output_dir: Path) -> Report:
     return Report(cfg, name=f"{name}-summary", group=name, job_type="summary", id=f"{_search_id(output_dir)}-summary")
 
 
-def log_progress(report: Report, result: SearchResult, curve: pd.DataFrame) -> None:
+def log_progress(report: Report, progress: SearchProgress) -> None:
     """The search so far, after a trial finished: trials, consumed budget, front size and hypervolume (charted
     against the trials, ``trainer/global_step``) and the current Pareto front as a table."""
-    last = curve.iloc[-1]
-    columns = ("n_trials", "consumed_budget", "front_size", "hypervolume")
-    report.metrics({name: last[name] for name in columns}, step=int(last["n_trials"]))
-    report.log_table("pareto_front", result.pareto_front)
+    report.metrics(dict(progress.curve_row), step=int(progress.curve_row["n_trials"]))
+    report.log_table("pareto_front", progress.pareto_front)
 
 
 def log_summary(report: Report, result: SearchResult, settings: SearchSettings) -> None:

@@ -64,6 +64,7 @@ class FaceRecognitionModule(pl.LightningModule):
         self.evaluations: dict[str, dict[str, float]] = {}
         self._outputs: dict[str, list[dict[str, torch.Tensor]]] = {stage: [] for stage in EVAL_STAGES}
         self._loss_finite: torch.Tensor | None = None
+        self._unchecked_batches = 0  # training batches since the last check of _loss_finite
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """The face embedding (the neck's output), before L2 normalisation."""
@@ -87,6 +88,7 @@ class FaceRecognitionModule(pl.LightningModule):
         loss = sum(terms.values())
         finite = torch.isfinite(loss.detach())  # kept on the device: reading it here would wait for the GPU
         self._loss_finite = finite if self._loss_finite is None else self._loss_finite & finite
+        self._unchecked_batches += 1
         batch_size = len(batch["label"])
         self.log("train/loss", loss, prog_bar=self._has_progress_bar(), batch_size=batch_size)
         self.log_dict({f"train/{name}": value.detach() for name, value in terms.items()}, batch_size=batch_size)
@@ -108,9 +110,10 @@ class FaceRecognitionModule(pl.LightningModule):
         """Raise if a training loss since the last check was not finite: one read of the device-side flag every
         :data:`FINITE_CHECK_EVERY` steps and at the end of each epoch, instead of a synchronisation in every step."""
         finite, self._loss_finite = self._loss_finite, None
+        batches, self._unchecked_batches = self._unchecked_batches, 0
         if finite is not None and not bool(finite):
             raise FloatingPointError(
-                f"non-finite training loss in the {FINITE_CHECK_EVERY} steps up to step {self.global_step}"
+                f"non-finite training loss in the {batches} training batches up to step {self.global_step}"
                 f" (epoch {self.current_epoch})"
             )
 
