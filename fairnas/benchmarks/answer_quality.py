@@ -1,5 +1,6 @@
 """How good is a search's answer in truth? On a noisy tabular benchmark, the configurations a search returns are
-judged at their true values, their means over the table's training seeds, not at the noisy values it observed.
+judged at their true values, their means over the table's training seeds, not at the noisy values it observed (on a
+surrogate benchmark, the surrogate's predicted means: :class:`~fairnas.benchmarks.surrogate_target.SurrogateTruth`).
 
 - The answer: with the final stage, the front of the re-trained candidates' means (``final_front.csv``); without it,
   the front of the configurations' observed full-budget values (averaged per configuration when a method trained one
@@ -17,6 +18,7 @@ judged at their true values, their means over the table's training seeds, not at
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -25,6 +27,9 @@ from fairnas.benchmarks.tables import true_values
 from fairnas.search.hypervolume import hypervolume
 from fairnas.search.pareto import non_dominated_mask
 from fairnas.search.trial import SUCCESS
+
+if TYPE_CHECKING:
+    from fairnas.benchmarks.surrogate_target import SurrogateTruth
 
 
 class Truth:
@@ -42,23 +47,31 @@ class Truth:
         """True values per configuration (index ``config_id``) over ``seeds`` (default: all)."""
         return true_values(self.table, self.objectives, self.max_budget, seeds=seeds)
 
+    def judge(self, returned: pd.DataFrame, seeds: Sequence[int] | None = None) -> pd.DataFrame:
+        """The true values over ``seeds`` of the configurations ``returned`` (indexed by ``config_id``)."""
+        return self.values(seeds).loc[returned.index, list(self.objectives)]
+
 
 def answer(trials: pd.DataFrame, objectives: Sequence[str], max_budget: float) -> pd.DataFrame:
     """The configurations a run returns with the values it estimated for them (``stage`` ``final`` rows: the final
-    stage's re-training runs; else the search's full-budget trials), front only, sorted by the first objective."""
+    stage's re-training runs; else the search's full-budget trials), front only, sorted by the first objective; with
+    their ``config`` when the trials have one."""
     final = trials[trials["stage"] == "final"] if "stage" in trials else trials.iloc[:0]
     rows = final if len(final) else trials[np.isclose(trials["budget"].to_numpy(dtype=float), max_budget)]
     rows = rows[rows["status"] == SUCCESS]
-    estimates = rows.groupby("config_id")[list(objectives)].mean()
+    columns = {name: (name, "mean") for name in objectives}
+    if "config" in rows:
+        columns["config"] = ("config", "first")
+    estimates = rows.groupby("config_id").agg(**columns)
     if estimates.empty:
         return estimates
-    front = estimates[non_dominated_mask(estimates.to_numpy(dtype=float))]
+    front = estimates[non_dominated_mask(estimates[list(objectives)].to_numpy(dtype=float))]
     return front.sort_values(list(objectives))
 
 
 def quality(
     returned: pd.DataFrame,
-    truth: Truth,
+    truth: Truth | SurrogateTruth,
     reference_point: Sequence[float],
     max_hypervolume: float,
     read_seeds: Sequence[int],
@@ -72,7 +85,7 @@ def quality(
             result |= {f"{prefix}true_share": np.nan}
             result |= {f"{prefix}pick_{name}{gap}": np.nan for name in truth.objectives for gap in ("", "_gap")}
             continue
-        values = truth.values(seeds).loc[returned.index, list(truth.objectives)]
+        values = truth.judge(returned, seeds)
         result[f"{prefix}true_share"] = hypervolume(values.to_numpy(dtype=float), reference_point) / max_hypervolume
         pick = values.iloc[0]  # ``returned`` is sorted by its estimated first objective
         result |= {f"{prefix}pick_{name}": float(pick[name]) for name in truth.objectives}

@@ -9,6 +9,10 @@
   them is built.
 - ``table``: the tabular benchmark of the embedded problem (:mod:`fairnas.benchmarks.tables`, ``dpn_showcase_noisy``):
   look-ups of every configuration's per-epoch validation metrics, maximum hypervolume that of the table's front.
+- ``surrogate``: the surrogate benchmark of the paper's whole space (:mod:`fairnas.benchmarks.surrogate`, fitted to
+  the table ``dpn_paper_sampled``): simulated runs of any configuration, judged at the surrogate's means;
+  ``surrogate_table``, the same built from ``dpn_showcase_noisy``, to check a surrogate's verdicts against the table
+  it was fitted to.
 
 None of them trains: each call is charged the epochs it would have trained (``RetrainingCost``). The live problem
 that trains faces is ``bench/search_efficiency.py``'s ``faces``.
@@ -23,10 +27,13 @@ from pathlib import Path
 from fairnas.benchmarks.analytic import NoisyMultiFidelityProblem
 from fairnas.benchmarks.answer_quality import Truth
 from fairnas.benchmarks.compute_meter import CostMeter, RetrainingCost
+from fairnas.benchmarks.surrogate import RunsTable, Surrogate
+from fairnas.benchmarks.surrogate_target import SurrogateTarget, SurrogateTruth
 from fairnas.benchmarks.table_target import TableTarget
-from fairnas.benchmarks.tables import front_hypervolume, load_table
+from fairnas.benchmarks.tables import TABLES, front_hypervolume, load_table
 from fairnas.config import SPACES_DIR
 from fairnas.search import SearchSpace, load_space
+from fairnas.search.hypervolume import hypervolume
 from fairnas.search.trial import Target
 
 
@@ -48,8 +55,9 @@ class Problem:
     max_hypervolume: float | None = None
     """The best hypervolume any search can reach (a table's own front, an analytic front), when known: results are
     also reported as a share of it."""
-    truth: Truth | None = None
-    """A noisy table's true values (means over its training seeds), by which a search's answer is judged."""
+    truth: Truth | SurrogateTruth | None = None
+    """A noisy table's true values (means over its training seeds) or a surrogate's (its predicted means), by which a
+    search's answer is judged."""
     botorch: bool = False
     """One of BoTorch's test problems: the plain BoTorch loop (``reference_*``) runs on it."""
 
@@ -125,6 +133,59 @@ def table_problem(name: str = "dpn_showcase_noisy", tables: Path | None = None) 
     )
 
 
+SURROGATE_TABLE = "dpn_paper_sampled"
+"""The table of the paper's whole space the ``surrogate`` problem is fitted to (docs/search_benchmark.md)."""
+SURROGATE_FAMILY = "forest"
+"""The surrogate's mean model: on the noisy table, holding out whole operation triples, a random forest ranked the
+held-out configurations as well as a second seed does for both objectives (Kendall tau 1.0x and 1.05x that ceiling),
+gradient boosting did not (0.87x for rank disparity), and a GP was as good at seven times the fitting time."""
+SURROGATE_DESIGN = 4096
+"""How many configurations of a space-filling design, beside the table's, estimate a surrogate's best front."""
+
+
+def surrogate_problem(name: str = SURROGATE_TABLE, tables: Path | None = None) -> Problem:
+    """The surrogate benchmark fitted to the table ``<name>`` (:class:`~fairnas.benchmarks.surrogate.Surrogate`,
+    :data:`SURROGATE_FAMILY`; seconds): a search with seed s draws its runs in world s
+    (:class:`~fairnas.benchmarks.surrogate_target.SurrogateTarget`), so methods paired by seed see the same runs.
+    Reference point as the table problem's. ``max_hypervolume`` is that of the front of the predicted means of the
+    table's configurations and of :data:`SURROGATE_DESIGN` more from a Sobol design over the space: an estimate of the
+    best front from below (an answer can exceed it slightly)."""
+    from fairnas.benchmarks.design import sobol_design  # imports the table builder (Lightning); only needed here
+
+    folder = tables or TABLES
+    if not (folder / f"{name}.json").is_file():
+        raise ValueError(
+            f"the surrogate needs the table '{name}' in {folder}; build it with bench/tabular.py build "
+            f"(docs/search_benchmark.md, 'The surrogate benchmark')"
+        )
+    table, spec = load_table(name, folder)
+    objectives, max_budget = tuple(spec["objectives"]), spec["max_budget"]
+    space = load_space(SPACES_DIR.parent / spec["space"])
+    runs = RunsTable.of(table, objectives)
+    surrogate = Surrogate.fit(space, runs, SURROGATE_FAMILY)
+    final = table[table["epoch"] == max_budget]
+    reference_point = (1.0, 1.1 * float(final["val/rank_disparity"].max()))
+    candidates = [*runs.configs, *sobol_design(space, SURROGATE_DESIGN)]
+    best = surrogate.mean(candidates)[:, -1]
+
+    def make_target(run_dir: Path, continuing: bool, seed: int) -> tuple[Target, CostMeter]:
+        return SurrogateTarget(surrogate, objectives, world=seed), RetrainingCost(continuing)
+
+    return Problem(
+        name=f"surrogate:{name}",
+        space=space,
+        objectives=objectives,
+        min_budget=1,
+        max_budget=max_budget,
+        eta=2,
+        reference_point=reference_point,
+        default_total_budget=30 * max_budget,
+        make_target=make_target,
+        max_hypervolume=hypervolume(best, reference_point),
+        truth=SurrogateTruth(surrogate, objectives),
+    )
+
+
 PROBLEMS = {
     "analytic": analytic_problem,
     "momf_branin_currin": lambda: botorch_problem("momf_branin_currin"),
@@ -133,4 +194,6 @@ PROBLEMS = {
     "momf_branin_currin_s8": lambda: botorch_problem("momf_branin_currin", "share_of_max", 800),
     "momf_park_s8": lambda: botorch_problem("momf_park", "share_of_max", 800),
     "table": table_problem,
+    "surrogate": surrogate_problem,
+    "surrogate_table": lambda: surrogate_problem("dpn_showcase_noisy"),
 }

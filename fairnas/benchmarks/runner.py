@@ -174,7 +174,7 @@ def benchmark(
     final: FinalSettings = FINAL,
 ) -> pd.DataFrame:
     """Every method with every seed; one row per trial (the final stage's runs last, ``stage`` final): problem,
-    method, seed, the trial and its training seed, its cost, and the curve of the observed hypervolume."""
+    method, seed, the trial (its configuration) and its training seed, its cost, and the curve of the observed hypervolume."""
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
         raise ValueError(f"unknown methods {unknown}; allowed: {list(METHODS)}")
@@ -217,6 +217,7 @@ def benchmark(
                         "training_seed": trials["seed"].to_numpy(),
                         "n_trials": np.arange(1, len(trials) + 1),
                         "config_id": trials["config_id"].to_numpy(),
+                        "config": trials["config"].to_numpy() if "config" in trials else "",
                         "budget": trials["budget"].to_numpy(dtype=float),
                         "status": trials["status"].to_numpy(),
                         **{name: trials[name].to_numpy(dtype=float) for name in problem.objectives},

@@ -1,5 +1,5 @@
 """Reading the benchmark's runs: hypervolume at the budget per run and per method, the budget to reach random
-search, the answers' true quality on a noisy table, and their markdown tables.
+search, the answers' true quality on a noisy table or a surrogate, and their markdown tables.
 
 The hypervolume at the budget counts the trials that finished within it (max-budget successful trials, observed
 objectives, the fixed reference point; pymoo's HV through ``fairnas.search.hypervolume``). Budget to reach random
@@ -81,8 +81,10 @@ def summarize(runs: pd.DataFrame, total_budget: float, max_hypervolume: float | 
 
 
 def answer_quality(runs: pd.DataFrame, problem: Problem) -> pd.DataFrame:
-    """Per run (method, seed) on a noisy table: the true quality of its answer
-    (:func:`fairnas.benchmarks.answer_quality.quality`)."""
+    """Per run (method, seed) on a noisy table or a surrogate: the true quality of its answer
+    (:func:`fairnas.benchmarks.answer_quality.quality`) and ``gap_closed``, its true share as a share of the gap that
+    random search leaves: 0 is random search's mean true share at this budget, 1 the best front (NaN without random
+    search among the runs; ``heldout_gap_closed`` likewise)."""
     truth = problem.truth
     assert truth is not None and problem.max_hypervolume, "answer quality needs a noisy table's true values"
     rows = []
@@ -91,10 +93,15 @@ def answer_quality(runs: pd.DataFrame, problem: Problem) -> pd.DataFrame:
         returned = answer(trials, problem.objectives, problem.max_budget)
         row = quality(returned, truth, problem.reference_point, problem.max_hypervolume, read)
         rows.append({"method": method, "seed": seed, "epochs": trials["cost"].sum(), **row})
-    return pd.DataFrame(rows)
+    quality_runs = pd.DataFrame(rows)
+    for prefix in ("", "heldout_"):
+        shares = quality_runs[f"{prefix}true_share"]
+        random = shares[quality_runs["method"] == "random"].mean()
+        quality_runs[f"{prefix}gap_closed"] = (shares - random) / (1.0 - random)
+    return quality_runs
 
 
-QUALITY_COLUMNS = ("true_share", "pick_error", "pick_rank_disparity", "pick_error_gap", "pick_rank_disparity_gap")
+QUALITY_COLUMNS = ("true_share", "gap_closed", "pick_error", "pick_rank_disparity", "pick_error_gap", "pick_rank_disparity_gap")
 
 
 def format_quality(quality_runs: pd.DataFrame, problem: Problem, total_budget: float, held_out: bool = False) -> str:

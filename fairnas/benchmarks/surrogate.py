@@ -1,0 +1,383 @@
+"""A surrogate benchmark, built the way NAS-Bench-301 and HW-GPT-Bench are: models fitted to a table of trained runs
+(:mod:`fairnas.benchmarks.tabular`, e.g. a space-filling design over the paper's whole space) that answer for any
+configuration of the table's space, trained or not.
+
+For each objective, a *mean model* predicts the mean over training seeds after every epoch (the fidelities) from the
+configuration; a *noise model* predicts the seed-to-seed variance of every (epoch, objective) value, and one
+correlation matrix, pooled over the table's configurations, says how a seed's deviations co-vary across epochs and
+objectives (a run that is unlucky after epoch 2 tends to stay so, and its error and rank disparity move together as
+the table's runs did). :meth:`Surrogate.sample` draws one training run of a configuration: the predicted means plus
+correlated Gaussian noise, deterministic given (world, configuration, training seed), so asking the same trial again
+gives the same values (:class:`fairnas.benchmarks.surrogate_target.SurrogateTarget` searches it).
+
+Fitting takes seconds and is deterministic (fixed ``random_state``), so the committed table is the benchmark and the
+models are refitted on load. :func:`cross_validate` measures the surrogate on configurations it was not fitted on
+(docs/search_benchmark.md, "The surrogate benchmark").
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from ConfigSpace import ConfigurationSpace
+from scipy import stats
+from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
+from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
+from sklearn.model_selection import GroupKFold
+
+from fairnas.search import SearchSpace, config_id
+from fairnas.search.hypervolume import hypervolume
+from fairnas.search.pareto import non_dominated_mask
+
+Regressor = Any
+"""A scikit-learn regressor: ``fit(X, y)`` and ``predict(X)``."""
+
+FAMILIES: dict[str, Callable[[int, int], Regressor]] = {
+    "forest": lambda n_features, seed: RandomForestRegressor(
+        n_estimators=100, max_features=0.5, min_samples_leaf=2, random_state=seed
+    ),
+    "boosting": lambda n_features, seed: HistGradientBoostingRegressor(
+        max_iter=300, learning_rate=0.05, min_samples_leaf=10, random_state=seed
+    ),
+    "gp": lambda n_features, seed: GaussianProcessRegressor(
+        ConstantKernel() * Matern(length_scale=np.ones(n_features), nu=2.5) + WhiteKernel(1e-2),
+        normalize_y=True,
+        random_state=seed,
+    ),
+}
+"""The mean models :func:`cross_validate` compares (NAS-Bench-301's families: a random forest, gradient boosting and
+a GP with one length scale per feature), one per objective (:class:`ObjectiveModels`: a model shared by objectives
+that depend on different hyperparameters ranks both worse). Forests of 100 trees predicting through
+:class:`StackedForest` keep a simulated run at about a millisecond."""
+
+BOUNDS = {"error": (0.0, 1.0)}
+"""The range an objective's drawn value is clipped to; any other objective is clipped at 0 from below."""
+
+INTERVAL = 0.9
+"""The central probability of the noise interval whose coverage :func:`cross_validate` reports."""
+
+
+class Encoding:
+    """Configurations of a space as feature vectors: one column per choice of a categorical or ordinal
+    hyperparameter (1 where taken), one per number (its position in [0, 1] between its bounds, on the log scale when
+    ``log``; -1 when inactive); constants carry no information and get no column."""
+
+    def __init__(self, configspace: ConfigurationSpace):
+        self.columns: list[tuple[str, Any]] = []  # (hyperparameter, choice) or (hyperparameter, None) for a number
+        self._numbers: dict[str, tuple[float, float, bool]] = {}
+        for hyperparameter in configspace.values():
+            options = getattr(hyperparameter, "choices", None) or getattr(hyperparameter, "sequence", None)
+            if options is not None:
+                self.columns += [(hyperparameter.name, option) for option in options]
+            elif hasattr(hyperparameter, "lower"):
+                lower, upper, log = float(hyperparameter.lower), float(hyperparameter.upper), bool(hyperparameter.log)
+                self._numbers[hyperparameter.name] = (np.log(lower), np.log(upper), log) if log else (lower, upper, log)
+                self.columns.append((hyperparameter.name, None))
+
+    def __call__(self, configs: Sequence[Mapping[str, Any]]) -> np.ndarray:
+        features = np.zeros((len(configs), len(self.columns)))
+        for row, config in enumerate(configs):
+            for column, (name, choice) in enumerate(self.columns):
+                value = config.get(name)
+                if choice is not None:
+                    features[row, column] = float(value == choice)
+                elif value is None:
+                    features[row, column] = -1.0
+                else:
+                    lower, upper, log = self._numbers[name]
+                    features[row, column] = ((np.log(value) if log else value) - lower) / (upper - lower)
+        return features
+
+
+@dataclass(frozen=True)
+class RunsTable:
+    """A table's runs as arrays: ``configs`` (one per configuration, in ``config_id`` order), ``values``
+    [configuration, seed, epoch, objective] (NaN where a seed is missing) and the seeds and epochs they cover."""
+
+    configs: list[dict[str, Any]]
+    values: np.ndarray
+    seeds: list[int]
+    epochs: list[int]
+    objectives: tuple[str, ...]
+
+    @classmethod
+    def of(cls, table: pd.DataFrame, objectives: Sequence[str], split: str = "val") -> RunsTable:
+        columns = [f"{split}/{name}" for name in objectives]
+        missing = sorted(set(columns) - set(table.columns))
+        if missing:
+            raise ValueError(f"the table has no columns {missing}; it has {sorted(table.columns)}")
+        cube = table.set_index(["config_id", "seed", "epoch"])[columns].sort_index()
+        ids, seeds, epochs = (list(level) for level in cube.index.levels)
+        full = pd.MultiIndex.from_product([ids, seeds, epochs])
+        values = cube.reindex(full).to_numpy(dtype=float).reshape(len(ids), len(seeds), len(epochs), len(columns))
+        configs = table.drop_duplicates("config_id").set_index("config_id").loc[ids, "config"]
+        return cls([json.loads(text) for text in configs], values, seeds, epochs, tuple(objectives))
+
+    def subset(self, rows: np.ndarray) -> RunsTable:
+        return RunsTable([self.configs[i] for i in rows], self.values[rows], self.seeds, self.epochs, self.objectives)
+
+    def means(self) -> np.ndarray:
+        """[configuration, epoch, objective]: the mean over the seeds each configuration has."""
+        return np.nanmean(self.values, axis=1)
+
+
+class Surrogate:
+    """Predicted means and seed noise of every configuration of ``space`` after each epoch (the module docstring).
+
+    :meth:`fit` fits it to a table; :meth:`mean` and :meth:`noise_sd` are [configuration, epoch, objective] arrays;
+    :meth:`sample` draws one training run."""
+
+    def __init__(
+        self,
+        space: SearchSpace,
+        runs: RunsTable,
+        mean_model: ObjectiveModels,
+        variance_model: ObjectiveModels,
+        correlation: np.ndarray,
+        family: str,
+    ):
+        self.space, self.objectives, self.epochs = space, runs.objectives, runs.epochs
+        self.encoding = Encoding(space.configspace)
+        self.family = family
+        self._mean_model, self._variance_model = mean_model, variance_model
+        self.correlation = correlation
+        self._factor = np.linalg.cholesky(correlation)
+        self._cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    @classmethod
+    def fit(cls, space: SearchSpace, runs: RunsTable, family: str = "forest", seed: int = 0) -> Surrogate:
+        """Fit the mean model (``family``, on the per-epoch means over seeds) and the noise model
+        (a random forest on every (epoch, objective) variance, from the seeds' orthonormal contrasts; the
+        correlation of the contrasts, standardised by the fitted variances, pooled over the configurations). Needs
+        at least two seeds of some configurations."""
+        if family not in FAMILIES:
+            raise ValueError(f"unknown surrogate family '{family}'; allowed: {sorted(FAMILIES)}")
+        encoding = Encoding(space.configspace)
+        features = encoding(runs.configs)
+        n_epochs, n_objectives = len(runs.epochs), len(runs.objectives)
+        inputs, means = _with_epochs(features, runs.epochs), runs.means().reshape(-1, n_objectives)
+        make_mean_model = functools.partial(FAMILIES[family], inputs.shape[1], seed)
+        mean_model = ObjectiveModels(make_mean_model, inputs, means, [[k] for k in range(n_objectives)])
+        contrasts, owners = _seed_contrasts(runs.values)
+        if not len(contrasts):
+            raise ValueError("the noise model needs configurations with two or more training seeds")
+        variances = pd.DataFrame(contrasts**2).groupby(owners).mean()  # unbiased per configuration
+        variance_model = ObjectiveModels(
+            lambda: RandomForestRegressor(n_estimators=100, min_samples_leaf=5, random_state=seed),
+            features[variances.index],
+            variances.to_numpy(),
+            [
+                range(k, n_epochs * n_objectives, n_objectives) for k in range(n_objectives)
+            ],  # columns (epoch, objective)
+        )
+        fitted = np.maximum(variance_model.predict(features[owners]).reshape(len(owners), -1), 1e-12)
+        correlation = _nearest_correlation(np.corrcoef(contrasts / np.sqrt(fitted), rowvar=False))
+        assert correlation.shape == (n_epochs * n_objectives,) * 2
+        return cls(space, runs, mean_model, variance_model, correlation, family)
+
+    def mean(self, configs: Sequence[Mapping[str, Any]]) -> np.ndarray:
+        """[configuration, epoch, objective]: the predicted mean over training seeds."""
+        inputs = _with_epochs(self.encoding(configs), self.epochs)
+        predicted = self._mean_model.predict(inputs).reshape(len(configs), len(self.epochs), len(self.objectives))
+        return predicted
+
+    def noise_sd(self, configs: Sequence[Mapping[str, Any]]) -> np.ndarray:
+        """[configuration, epoch, objective]: the predicted standard deviation of one training run around the mean."""
+        variance = self._variance_model.predict(self.encoding(configs)).reshape(len(configs), -1)
+        return np.sqrt(np.maximum(variance, 0.0)).reshape(len(configs), len(self.epochs), len(self.objectives))
+
+    def sample(self, config: Mapping[str, Any], seed: int, world: int = 0) -> np.ndarray:
+        """[epoch, objective]: the run of ``config`` with training ``seed`` in ``world`` (a benchmark's search seed:
+        searches of the same world see the same runs). Deterministic; clipped to :data:`BOUNDS`."""
+        identifier = config_id(config)
+        if identifier not in self._cache:
+            self._cache[identifier] = (self.mean([config])[0], self.noise_sd([config])[0])
+        mean, sd = self._cache[identifier]
+        rng = np.random.default_rng([world, seed, int(hashlib.sha1(identifier.encode()).hexdigest()[:15], 16)])
+        deviation = (self._factor @ rng.standard_normal(mean.size)).reshape(mean.shape)
+        lower, upper = np.array([BOUNDS.get(name, (0.0, np.inf)) for name in self.objectives]).T
+        return np.clip(mean + sd * deviation, lower, upper)
+
+
+class ObjectiveModels:
+    """One model per objective, from ``make_model()``: its ``columns`` of ``targets`` (a group of columns, e.g. one
+    objective's variance after every epoch, share a model), standardised so that a model's fit does not depend on
+    the objective's units; predictions come back in the targets' units. A random forest predicts through
+    :class:`StackedForest`."""
+
+    def __init__(
+        self,
+        make_model: Callable[[], Regressor],
+        inputs: np.ndarray,
+        targets: np.ndarray,
+        groups: Sequence[Sequence[int]],
+    ):
+        self.center, scale = targets.mean(axis=0), targets.std(axis=0)
+        self.scale = np.where(scale > 0, scale, 1.0)
+        standardised = (targets - self.center) / self.scale
+        self._groups = [list(columns) for columns in groups]
+        self._predictors = []
+        for columns in self._groups:
+            model = make_model().fit(
+                inputs, standardised[:, columns[0]] if len(columns) == 1 else standardised[:, columns]
+            )
+            self._predictors.append(StackedForest(model) if isinstance(model, RandomForestRegressor) else model)
+
+    def predict(self, inputs: np.ndarray) -> np.ndarray:
+        predicted = np.empty((len(inputs), len(self.center)))
+        for columns, predictor in zip(self._groups, self._predictors, strict=True):
+            predicted[:, columns] = np.asarray(predictor.predict(inputs)).reshape(len(inputs), -1)
+        return predicted * self.scale + self.center
+
+
+class StackedForest:
+    """A fitted random forest's prediction for a few rows at a time, all trees at once: the trees' arrays stacked and
+    walked level by level in NumPy, the same values as ``forest.predict`` (inputs compared in float32, as scikit-learn
+    does) without its per-tree calls, which cost milliseconds for one configuration."""
+
+    def __init__(self, forest: RandomForestRegressor):
+        trees = [estimator.tree_ for estimator in forest.estimators_]
+        size = max(tree.node_count for tree in trees)
+
+        def stacked(attribute: str, fill: float) -> np.ndarray:
+            array = np.full((len(trees), size, *getattr(trees[0], attribute).shape[1:]), fill)
+            for index, tree in enumerate(trees):
+                array[index, : tree.node_count] = getattr(tree, attribute)
+            return array
+
+        self._left, self._right = stacked("children_left", -1).astype(int), stacked("children_right", -1).astype(int)
+        self._feature, self._threshold = stacked("feature", 0).astype(int), stacked("threshold", 0.0)
+        self._value = stacked("value", 0.0)[..., 0]  # [tree, node, output]
+        self._depth = max(tree.max_depth for tree in trees)
+
+    def predict(self, inputs: np.ndarray) -> np.ndarray:
+        inputs = np.asarray(inputs, dtype=np.float32).astype(float)
+        trees, rows = np.arange(len(self._left))[:, None], np.arange(len(inputs))[None, :]
+        node = np.zeros((len(self._left), len(inputs)), dtype=int)
+        for _ in range(self._depth):
+            left = self._left[trees, node]
+            goes_left = inputs[rows, self._feature[trees, node]] <= self._threshold[trees, node]
+            node = np.where(left < 0, node, np.where(goes_left, left, self._right[trees, node]))
+        predicted = self._value[trees, node].mean(axis=0)  # [row, output]
+        return predicted[:, 0] if predicted.shape[1] == 1 else predicted
+
+
+def _with_epochs(features: np.ndarray, epochs: Sequence[int]) -> np.ndarray:
+    """Every configuration's features once per epoch (configuration-major), the epoch appended as a column."""
+    repeated = np.repeat(features, len(epochs), axis=0)
+    return np.column_stack([repeated, np.tile(np.asarray(epochs, dtype=float), len(features))])
+
+
+def _seed_contrasts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The seeds' deviations as independent draws of the noise: per configuration with S >= 2 seeds, S - 1 orthonormal
+    contrasts of its seeds (Helmert's, orthogonal to their mean), each a vector over (epoch, objective) with the
+    noise's covariance. Returns the contrasts [n, epoch * objective] and the configuration each belongs to."""
+    contrasts, owners = [], []
+    for index, runs in enumerate(values):
+        runs = runs[~np.isnan(runs).any(axis=(1, 2))].reshape(-1, values.shape[2] * values.shape[3])
+        if len(runs) < 2:
+            continue
+        basis = np.linalg.svd(np.eye(len(runs)) - 1.0 / len(runs))[0][:, : len(runs) - 1]  # orthonormal, sums to 0
+        contrasts.append(basis.T @ runs)
+        owners += [index] * (len(runs) - 1)
+    if not contrasts:
+        return np.empty((0, values.shape[2] * values.shape[3])), np.empty(0, dtype=int)
+    return np.vstack(contrasts), np.asarray(owners)
+
+
+def _nearest_correlation(matrix: np.ndarray) -> np.ndarray:
+    """A positive-definite correlation matrix near ``matrix`` (eigenvalues floored, unit diagonal restored)."""
+    matrix = np.nan_to_num((matrix + matrix.T) / 2.0)
+    np.fill_diagonal(matrix, 1.0)
+    values, vectors = np.linalg.eigh(matrix)
+    matrix = (vectors * np.maximum(values, 1e-6)) @ vectors.T
+    scale = np.sqrt(np.diag(matrix))
+    return matrix / np.outer(scale, scale)
+
+
+def cross_validate(
+    space: SearchSpace,
+    runs: RunsTable,
+    family: str = "forest",
+    *,
+    folds: int = 5,
+    group_by: Sequence[str] = (),
+    reference_point: Sequence[float] | None = None,
+    seed: int = 0,
+) -> dict[str, float]:
+    """The surrogate judged on configurations it was not fitted on: ``folds``-fold cross-validation over groups of
+    configurations (each configuration its own group, or those sharing the values of ``group_by``, e.g. the
+    operations), predictions at the last epoch. Per objective:
+
+    - ``tau_<objective>``: Kendall's tau of the predicted means against the held-out configurations' measured means;
+      ``ceiling_<objective>``: the tau between two single seeds of the same configurations (mean over seed pairs),
+      what the noise leaves to rank; ``tau_ratio_<objective>``, the first over the second;
+    - ``coverage_<objective>``, the calibration of the predicted noise: the share of the held-out seed values inside
+      its central :data:`INTERVAL` interval around their configuration's measured mean (an S-seed mean: the
+      interval scaled by sqrt((S - 1) / S), the spread of a seed around it); ``run_coverage_<objective>``: the share
+      inside the interval of the distribution :meth:`Surrogate.sample` draws from, around the predicted mean (the
+      mean model's error counts against it too).
+
+    ``front_share``: the hypervolume of the configurations the predicted means put on the front, judged at their
+    measured means, as a share of the measured front's (``reference_point`` default: 1.1 x the worst measured
+    mean per objective)."""
+    groups = _groups(runs.configs, group_by)
+    n_groups = len(set(groups))
+    if n_groups < folds:
+        raise ValueError(f"{folds} folds need at least {folds} groups of configurations; the table has {n_groups}")
+    predicted = np.empty((len(runs.configs), len(runs.objectives)))
+    sd = np.empty_like(predicted)
+    for train, held_out in GroupKFold(n_splits=folds).split(runs.configs, groups=groups):
+        surrogate = Surrogate.fit(space, runs.subset(train), family, seed)
+        held_configs = [runs.configs[i] for i in held_out]
+        predicted[held_out] = surrogate.mean(held_configs)[:, -1]
+        sd[held_out] = surrogate.noise_sd(held_configs)[:, -1]
+    measured = runs.means()[:, -1]
+    last = runs.values[:, :, -1]  # [configuration, seed, objective]
+    result: dict[str, float] = {"configurations": float(len(runs.configs)), "seeds": float(len(runs.seeds))}
+    half_width = stats.norm.ppf(0.5 + INTERVAL / 2) * sd
+    n_seeds = (~np.isnan(last[:, :, 0])).sum(axis=1)
+    several = n_seeds >= 2
+    for k, name in enumerate(runs.objectives):
+        tau = stats.kendalltau(predicted[:, k], measured[:, k]).statistic
+        ceiling = _seed_pair_tau(last[:, :, k])
+        seeds = last[:, :, k]
+        around_mean = np.abs(seeds - measured[:, k, None]) <= (half_width[:, k] * np.sqrt(1 - 1 / n_seeds))[:, None]
+        around_prediction = np.abs(seeds - predicted[:, k, None]) <= half_width[:, k, None]
+        result |= {
+            f"tau_{name}": float(tau),
+            f"ceiling_{name}": ceiling,
+            f"tau_ratio_{name}": float(tau / ceiling) if ceiling > 0 else np.nan,
+            f"coverage_{name}": float(around_mean[several][~np.isnan(seeds[several])].mean()),
+            f"run_coverage_{name}": float(around_prediction[~np.isnan(seeds)].mean()),
+        }
+    reference = np.asarray(reference_point if reference_point is not None else 1.1 * measured.max(axis=0), float)
+    chosen = measured[non_dominated_mask(predicted)]
+    result["front_share"] = hypervolume(chosen, reference) / hypervolume(measured, reference)
+    return result
+
+
+def _groups(configs: Sequence[Mapping[str, Any]], group_by: Sequence[str]) -> np.ndarray:
+    keys = [
+        json.dumps([config.get(name) for name in group_by]) if group_by else config_id(config) for config in configs
+    ]
+    return pd.factorize(pd.Series(keys))[0]
+
+
+def _seed_pair_tau(values: np.ndarray) -> float:
+    """Mean Kendall tau between the values of two seeds over the configurations both have ([configuration, seed])."""
+    taus = []
+    for a in range(values.shape[1]):
+        for b in range(a + 1, values.shape[1]):
+            both = ~np.isnan(values[:, a]) & ~np.isnan(values[:, b])
+            if both.sum() > 2:
+                taus.append(stats.kendalltau(values[both, a], values[both, b]).statistic)
+    return float(np.mean(taus)) if taus else np.nan

@@ -1,0 +1,212 @@
+"""fairnas.benchmarks.surrogate and .surrogate_target: a surrogate fitted to a table of runs over the paper's whole
+space, its simulated runs, its held-out validation, and searches over it.
+
+The table here is generated in the on-disk format ``bench/tabular.py build`` writes, from a known truth: every
+configuration's mean after each epoch, a seed noise whose size depends on the configuration, and deviations that are
+correlated across epochs and objectives. So what the surrogate recovers can be checked against what was put in."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fairnas.benchmarks.design import sobol_design
+from fairnas.benchmarks.problems import surrogate_problem
+from fairnas.benchmarks.runner import benchmark
+from fairnas.benchmarks.summary import answer_quality, format_quality
+from fairnas.benchmarks.surrogate import RunsTable, StackedForest, Surrogate, cross_validate
+from fairnas.benchmarks.surrogate_target import SurrogateTarget
+from fairnas.benchmarks.tables import load_table
+from fairnas.config import SPACES_DIR
+from fairnas.search import SearchSettings, config_id, load_space, run_search
+
+SPACE = SPACES_DIR / "dpn_paper_group_sampling.yaml"
+EPOCHS = (1, 2, 3, 4)
+EPOCH_CORRELATION = 0.8  # of one run's deviations in successive epochs
+OBJECTIVE_CORRELATION = 0.5  # of a run's error and rank disparity deviations in the same epoch
+
+
+def true_mean(config: dict, epoch: int) -> tuple[float, float]:
+    """The generated truth: error falls with the epochs and depends on the head, the operations and the distance
+    of the learning rate from its best value; rank disparity falls with group sampling."""
+    lr = config.get("lr_adam", config.get("lr_sgd"))
+    best = 0.3 if config["optimizer"] == "sgd" else 3e-3
+    error = 0.25 + 0.3 / epoch + 0.05 * (config["head"] == "magface") + 0.01 * config["op0"]
+    error += 0.08 * abs(np.log10(lr / best))
+    disparity = 4.0 + 6.0 * abs(config["group_alpha"] - 1.2) + 2.0 / epoch + 0.2 * config["op1"]
+    return error, disparity
+
+
+def true_sd(config: dict) -> np.ndarray:
+    """Seed noise per objective: twice as large with SGD."""
+    return np.array([0.02, 0.5]) * (2.0 if config["optimizer"] == "sgd" else 1.0)
+
+
+def noise_correlation() -> np.ndarray:
+    epochs = np.abs(np.subtract.outer(np.arange(4), np.arange(4)))
+    return np.kron(EPOCH_CORRELATION**epochs, np.array([[1.0, OBJECTIVE_CORRELATION], [OBJECTIVE_CORRELATION, 1.0]]))
+
+
+def write_table(folder, n_configs: int = 256, seeds: int = 2, name: str = "generated") -> None:
+    """``<folder>/<name>.csv`` and its spec, as ``bench/tabular.py build`` writes them."""
+    space = load_space(SPACE)
+    rng = np.random.default_rng(0)
+    factor = np.linalg.cholesky(noise_correlation())
+    rows = []
+    for config in sobol_design(space, n_configs):
+        means = np.array([true_mean(config, epoch) for epoch in EPOCHS])
+        for seed in range(seeds):
+            run = means + true_sd(config) * (factor @ rng.standard_normal(8)).reshape(4, 2)
+            for epoch, (error, disparity) in zip(EPOCHS, run, strict=True):
+                rows.append(
+                    {
+                        "config_id": config_id(config),
+                        "config": json.dumps(config, sort_keys=True),
+                        "seed": seed,
+                        "epoch": epoch,
+                        **config,
+                        "val/error": float(np.clip(error, 0, 1)),
+                        "val/rank_disparity": max(0.0, float(disparity)),
+                    }
+                )
+    pd.DataFrame(rows).to_csv(folder / f"{name}.csv", index=False)
+    spec = {
+        "space": "searchspaces/dpn_paper_group_sampling.yaml",
+        "objectives": ["error", "rank_disparity"],
+        "max_budget": 4,
+        "seeds": list(range(seeds)),
+    }
+    (folder / f"{name}.json").write_text(json.dumps(spec))
+
+
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tables")
+    write_table(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def runs(tables):
+    return RunsTable.of(load_table("generated", tables)[0], ("error", "rank_disparity"))
+
+
+@pytest.fixture(scope="module")
+def surrogate(runs):
+    return Surrogate.fit(load_space(SPACE), runs)
+
+
+def test_the_runs_table_is_a_cube_of_configurations_seeds_epochs_and_objectives(runs, tables):
+    assert runs.values.shape == (256, 2, 4, 2) and runs.seeds == [0, 1] and runs.epochs == [1, 2, 3, 4]
+    table = load_table("generated", tables)[0]
+    first = runs.configs[0]
+    row = table[(table["config_id"] == config_id(first)) & (table["seed"] == 1) & (table["epoch"] == 3)].iloc[0]
+    assert runs.values[0, 1, 2].tolist() == [row["val/error"], row["val/rank_disparity"]]
+    missing = table[~((table["config_id"] == config_id(first)) & (table["seed"] == 1))]
+    assert np.isnan(RunsTable.of(missing, ("error", "rank_disparity")).values[0, 1]).all()
+    with pytest.raises(ValueError, match=r"no columns \['val/fairness'\]"):
+        RunsTable.of(table, ("fairness",))
+
+
+def test_the_surrogate_recovers_the_means_the_noise_and_its_correlation(surrogate):
+    configs = sobol_design(load_space(SPACE), 64, seed=7)  # configurations the table does not hold
+    truth = np.array([[true_mean(config, epoch) for epoch in EPOCHS] for config in configs])
+    predicted = surrogate.mean(configs)
+    for k in range(2):
+        assert np.corrcoef(predicted[:, -1, k], truth[:, -1, k])[0, 1] > 0.8
+    assert (predicted[:, 0, 0] > predicted[:, -1, 0]).mean() > 0.9  # error falls with the epochs
+    sd = surrogate.noise_sd(configs)[:, -1]
+    sgd = np.array([config["optimizer"] == "sgd" for config in configs])
+    assert sd[sgd].mean(axis=0) == pytest.approx(2 * sd[~sgd].mean(axis=0), rel=0.35)
+    assert sd[~sgd].mean(axis=0) == pytest.approx([0.02, 0.5], rel=0.35)
+    assert np.abs(surrogate.correlation - noise_correlation()).max() < 0.25
+    assert np.allclose(np.diag(surrogate.correlation), 1.0)
+
+
+def test_the_stacked_forest_predicts_what_the_forest_predicts():
+    from sklearn.ensemble import RandomForestRegressor
+
+    features = np.random.default_rng(1).random((300, 6))
+    for targets in (features[:, :2] ** 2, features[:, 0] - features[:, 3]):  # several outputs, and one
+        forest = RandomForestRegressor(n_estimators=20, min_samples_leaf=2, random_state=0).fit(features, targets)
+        rows = np.random.default_rng(2).random((7, 6))
+        assert np.allclose(StackedForest(forest).predict(rows), forest.predict(rows), rtol=0, atol=1e-12)
+
+
+def test_a_simulated_run_is_deterministic_and_correlated_across_epochs(surrogate, runs):
+    config = runs.configs[0]
+    run = surrogate.sample(config, seed=3)
+    assert run.shape == (4, 2) and np.array_equal(run, surrogate.sample(config, seed=3))
+    assert not np.array_equal(run, surrogate.sample(config, seed=4))
+    assert not np.array_equal(run, surrogate.sample(config, seed=3, world=1))
+    draws = np.array([surrogate.sample(config, seed) for seed in range(400)])
+    deviations = draws - surrogate.mean([config])[0]
+    assert np.corrcoef(deviations[:, 2, 0], deviations[:, 3, 0])[0, 1] > 0.5  # one learning curve, not four
+    assert ((draws[..., 0] >= 0) & (draws[..., 0] <= 1)).all() and (draws[..., 1] >= 0).all()
+
+
+def test_the_surrogate_target_returns_a_runs_epoch_and_refuses_other_budgets(surrogate, runs):
+    target = SurrogateTarget(surrogate, ("rank_disparity", "error"), world=2)
+    config = runs.configs[5]
+    run = surrogate.sample(config, seed=1, world=2)
+    assert target(config, 1, 2) == {"rank_disparity": run[1, 1], "error": run[1, 0]}
+    with pytest.raises(ValueError, match=r"budget 2.5 is not one of the surrogate's epochs \[1, 2, 3, 4\]"):
+        target(config, 1, 2.5)
+    with pytest.raises(ValueError, match=r"models \['error', 'rank_disparity'\], not \['fairness'\]"):
+        SurrogateTarget(surrogate, ("fairness",))
+
+
+def test_held_out_validation_reports_ranking_noise_ceiling_front_and_coverage(runs):
+    result = cross_validate(load_space(SPACE), runs, folds=4)
+    for name in ("error", "rank_disparity"):
+        assert 0.5 < result[f"ceiling_{name}"] < 0.9  # the generated noise leaves this much to rank
+        assert result[f"tau_ratio_{name}"] == pytest.approx(result[f"tau_{name}"] / result[f"ceiling_{name}"])
+        assert result[f"tau_ratio_{name}"] > 0.9
+        assert 0.8 < result[f"coverage_{name}"] < 0.97  # the noise model is calibrated: 0.9 is the target
+        assert 0.5 < result[f"run_coverage_{name}"] < result[f"coverage_{name}"]  # the mean's error widens it
+    assert 0.8 < result["front_share"] <= 1
+    with pytest.raises(ValueError, match="unknown surrogate family 'svm'"):
+        cross_validate(load_space(SPACE), runs, "svm")
+    with pytest.raises(ValueError, match="5 folds need at least 5 groups of configurations; the table has 3"):
+        cross_validate(load_space(SPACE), runs, group_by=["head"])
+
+
+def test_on_the_noisy_table_the_surrogate_ranks_held_out_operations_as_well_as_a_second_seed():
+    """The shipped noisy table (81 configurations, 3 seeds), whole operation triples held out: the forest's predicted
+    means rank the held-out configurations at least 0.9x as well as one seed ranks another."""
+    table, spec = load_table("dpn_showcase_noisy")
+    space = load_space(SPACES_DIR.parent / spec["space"])
+    result = cross_validate(space, RunsTable.of(table, spec["objectives"]), group_by=["op0", "op1", "op2"])
+    assert result["tau_ratio_error"] >= 0.9 and result["tau_ratio_rank_disparity"] >= 0.9
+
+
+def test_any_strategy_searches_the_surrogate_in_seconds(surrogate, tmp_path):
+    target = SurrogateTarget(surrogate, ("error", "rank_disparity"))
+    settings = SearchSettings(
+        objectives=("error", "rank_disparity"), min_budget=1, max_budget=4, strategy="smac", n_trials=12
+    )
+    result = run_search(target, SPACE, settings, output_dir=tmp_path)
+    assert len(result.trials) == 12 and (result.trials["status"] == "success").all()
+    assert set(result.trials["budget"]) <= {1, 2, 4} and len(result.pareto_front) >= 1
+
+
+def test_a_benchmark_on_the_surrogate_judges_answers_at_its_means(tables, tmp_path):
+    problem = surrogate_problem("generated", tables=tables)
+    assert problem.name == "surrogate:generated" and problem.max_hypervolume > 0
+    runs = benchmark(problem, methods=["random", "random+final"], seeds=[0, 1, 2], total_budget=40, work_dir=tmp_path)
+    quality = answer_quality(runs, problem)
+    assert len(quality) == 6 and quality["true_share"].between(0.3, 1.05).all()
+    assert quality["heldout_true_share"].isna().all()  # the truth is the model's mean: no seeds are held out
+    random = quality[quality["method"] == "random"]
+    assert random["gap_closed"].mean() == pytest.approx(0.0, abs=1e-12)  # 0 is random search's mean answer
+    expected = (quality["true_share"] - random["true_share"].mean()) / (1 - random["true_share"].mean())
+    assert np.allclose(quality["gap_closed"], expected)
+    assert "gap_closed" in format_quality(quality, problem, 40)
+
+
+def test_the_surrogate_problem_names_the_missing_table_and_how_to_build_it(tmp_path):
+    with pytest.raises(ValueError, match=r"needs the table 'dpn_paper_sampled' in .*bench/tabular.py build"):
+        surrogate_problem(tables=tmp_path)
