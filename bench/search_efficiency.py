@@ -8,9 +8,10 @@ the front is credited for. Every run stops at one consumed-compute budget (:mod:
 ``faces`` the epochs each call trained are read from its trial record (``EpochsTrained``; a trial that crashes
 mid-training records none and costs 0), on the other problems nothing trains and the same rule is applied to the
 calls. The table reports per method the hypervolume at the budget and the budget to reach random search
-(:mod:`fairnas.benchmarks.summary`); on a noisy table also the true quality of the answers
-(:mod:`fairnas.benchmarks.answer_quality`). ``--figure`` draws the hypervolume (as a share of the maximum where
-known) against consumed epochs, mean ± standard error over seeds, one panel per problem.
+(:mod:`fairnas.benchmarks.summary`); on a noisy table or a surrogate also the true quality of the answers
+(:mod:`fairnas.benchmarks.answer_quality`) and the gap they close against random search. ``--figure`` draws the
+hypervolume (as a share of the maximum where known) against consumed epochs, mean ± standard error over seeds, one
+panel per problem.
 
     PYTHONHASHSEED=0 python bench/search_efficiency.py --problem analytic momf_branin_currin momf_park table \\
         --seeds 10 --output search_efficiency.csv --figure docs/assets/search_efficiency.png
@@ -39,6 +40,7 @@ from fairnas.benchmarks.methods import DEFAULT_METHODS, METHODS
 from fairnas.benchmarks.problems import Problem
 from fairnas.benchmarks.runner import FINAL, benchmark
 from fairnas.benchmarks.summary import answer_quality, format_quality, format_table, run_volumes, summarize
+from fairnas.benchmarks.tables import names as table_names
 from fairnas.config import SPACES_DIR
 from fairnas.io import write_text_atomic
 from fairnas.search import load_space
@@ -160,7 +162,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     # The tiny face models gain nothing from intra-op threads, and threads thrash when the cores are shared.
     torch.set_num_threads(1)
 
-    problems = [factory() for name, factory in PROBLEMS.items() if {name, "all"} & set(args.problem)]
+    selected = [name for name in PROBLEMS if {name, "all"} & set(args.problem)]
+    if "all" in args.problem and blackboxes.SURROGATE_TABLE not in table_names():
+        print(f"--problem all: surrogate skipped, its table {blackboxes.SURROGATE_TABLE} is not built", file=sys.stderr)
+        selected.remove("surrogate")
+    try:
+        problems = [PROBLEMS[name]() for name in selected]
+    except ValueError as error:  # a surrogate whose table is missing
+        parser.error(str(error))
     all_runs, all_quality, all_volumes, figure_runs, figure_budgets = [], [], [], [], []
     with tempfile.TemporaryDirectory(prefix="search_efficiency_") as scratch:
         work_dir = args.work_dir or Path(scratch)

@@ -4,6 +4,7 @@
     python bench/tabular.py build --name dpn_showcase_noisy --seeds 5    # resumable: finished runs are read back
     python bench/tabular.py summary --name dpn_showcase_noisy            # size, front, spread of the table
     python bench/tabular.py landscape --name dpn_showcase_noisy          # does the space trade error for disparity?
+    python bench/tabular.py surrogate --name dpn_showcase_noisy --group-by op0 op1 op2   # a surrogate, held out
 
 On 2 cores, two single-threaded shards finish sooner than one two-threaded process::
 
@@ -33,9 +34,11 @@ import yaml
 
 from fairnas.benchmarks.cli import parse_shard
 from fairnas.benchmarks.design import anchors, sobol_design
-from fairnas.benchmarks.table_report import landscape, summary
+from fairnas.benchmarks.surrogate import FAMILIES
+from fairnas.benchmarks.table_report import landscape, summary, surrogate_validation
 from fairnas.benchmarks.tables import TABLES, load_table
 from fairnas.benchmarks.tabular import MAX_BUDGET, SEEDS, SPACE, build
+from fairnas.io import write_csv_atomic
 from fairnas.search import load_space
 from fairnas.tasks.train import train
 
@@ -44,7 +47,7 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["build", "summary", "landscape"])
+    parser.add_argument("command", choices=["build", "summary", "landscape", "surrogate"])
     parser.add_argument("--name", default="dpn_showcase_noisy")
     parser.add_argument("--work-dir", type=Path, help="run folders (default outputs/tabular/<name>)")
     parser.add_argument("--tables", type=Path, default=TABLES, help="folder of the table and its spec")
@@ -65,7 +68,19 @@ def main(argv: Sequence[str] | None = None) -> None:
         metavar="K/N",
         help="train every N-th configuration from the K-th (run N processes, K = 0..N-1)",
     )
+    parser.add_argument(
+        "--families", nargs="+", choices=sorted(FAMILIES), default=sorted(FAMILIES), help="surrogate mean models"
+    )
+    parser.add_argument("--group-by", nargs="*", default=[], help="surrogate: also hold out groups sharing these")
+    parser.add_argument("--folds", type=int, default=5, help="surrogate: cross-validation folds")
+    parser.add_argument("--output", type=Path, help="surrogate: CSV of the validation")
     args = parser.parse_args(argv)
+    if args.command == "surrogate":
+        validation = surrogate_validation(*load_table(args.name, args.tables), args.families, args.group_by, args.folds)
+        if args.output is not None:
+            write_csv_atomic(validation, args.output)
+        print(validation.round(3).to_markdown(index=False))
+        return
     if args.command == "build":
         work_dir = args.work_dir or REPOSITORY / "outputs" / "tabular" / args.name
         if (

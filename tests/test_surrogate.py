@@ -210,3 +210,19 @@ def test_a_benchmark_on_the_surrogate_judges_answers_at_its_means(tables, tmp_pa
 def test_the_surrogate_problem_names_the_missing_table_and_how_to_build_it(tmp_path):
     with pytest.raises(ValueError, match=r"needs the table 'dpn_paper_sampled' in .*bench/tabular.py build"):
         surrogate_problem(tables=tmp_path)
+
+
+def test_bench_tabular_surrogate_writes_the_validation_of_each_family(tables, tmp_path, capsys):
+    from bench import tabular
+
+    output = tmp_path / "validation.csv"
+    argv = ["surrogate", "--name", "generated", "--tables", str(tables), "--families", "forest", "boosting"]
+    tabular.main([*argv, "--group-by", "head", "optimizer", "--folds", "3", "--output", str(output)])
+    validation = pd.read_csv(output)
+    assert validation[["family", "held_out"]].values.tolist() == [
+        ["forest", "configuration"],
+        ["forest", "head+optimizer"],
+        ["boosting", "configuration"],
+        ["boosting", "head+optimizer"],
+    ]
+    assert validation["tau_ratio_rank_disparity"].gt(0.5).all() and "| forest" in capsys.readouterr().out

@@ -174,7 +174,8 @@ def benchmark(
     final: FinalSettings = FINAL,
 ) -> pd.DataFrame:
     """Every method with every seed; one row per trial (the final stage's runs last, ``stage`` final): problem,
-    method, seed, the trial (its configuration) and its training seed, its cost, and the curve of the observed hypervolume."""
+    method, seed, the trial (its configuration) and its training seed, its cost, and the curve of the observed
+    hypervolume."""
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
         raise ValueError(f"unknown methods {unknown}; allowed: {list(METHODS)}")

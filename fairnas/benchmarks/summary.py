@@ -101,7 +101,14 @@ def answer_quality(runs: pd.DataFrame, problem: Problem) -> pd.DataFrame:
     return quality_runs
 
 
-QUALITY_COLUMNS = ("true_share", "gap_closed", "pick_error", "pick_rank_disparity", "pick_error_gap", "pick_rank_disparity_gap")
+QUALITY_COLUMNS = (
+    "true_share",
+    "gap_closed",
+    "pick_error",
+    "pick_rank_disparity",
+    "pick_error_gap",
+    "pick_rank_disparity_gap",
+)
 
 
 def format_quality(quality_runs: pd.DataFrame, problem: Problem, total_budget: float, held_out: bool = False) -> str:

@@ -1,14 +1,20 @@
-"""What a tabular benchmark holds: its size, front and seed noise (:func:`summary`), and whether its space trades
-error against rank disparity (:func:`landscape`); ``python bench/tabular.py summary|landscape`` prints them."""
+"""What a tabular benchmark holds: its size, front and seed noise (:func:`summary`), whether its space trades
+error against rank disparity (:func:`landscape`), and how well a surrogate fitted to it predicts held-out
+configurations (:func:`surrogate_validation`); ``python bench/tabular.py summary|landscape|surrogate`` prints them."""
 
 from __future__ import annotations
 
 import itertools
+import time
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
+from fairnas.benchmarks.surrogate import RunsTable, cross_validate
 from fairnas.benchmarks.tables import true_values
+from fairnas.config import SPACES_DIR
+from fairnas.search import load_space
 from fairnas.search.pareto import non_dominated_mask
 
 
@@ -89,3 +95,25 @@ def landscape(table: pd.DataFrame, spec: dict, split: str = "val", knob: str = "
             f"{kendalltau(pair[a], pair[b]).statistic:.2f} ({len(pair)} triples)"
         )
     return "\n".join(lines)
+
+
+def surrogate_validation(
+    table: pd.DataFrame,
+    spec: dict,
+    families: Sequence[str],
+    group_by: Sequence[str] = (),
+    folds: int = 5,
+) -> pd.DataFrame:
+    """:func:`~fairnas.benchmarks.surrogate.cross_validate` of every mean-model family on the table, each
+    configuration held out on its own and, with ``group_by``, whole groups of configurations sharing those values
+    (one row per family and hold-out)."""
+    space = load_space(SPACES_DIR.parent / spec["space"])
+    runs = RunsTable.of(table, spec["objectives"])
+    holdouts = [()] + ([tuple(group_by)] if group_by else [])
+    rows = []
+    for family, held_out in itertools.product(families, holdouts):
+        start = time.perf_counter()
+        result = cross_validate(space, runs, family, folds=folds, group_by=held_out)
+        held = "configuration" if not held_out else "+".join(held_out)
+        rows.append({"family": family, "held_out": held, **result, "seconds": time.perf_counter() - start})
+    return pd.DataFrame(rows)
