@@ -102,6 +102,12 @@ CASES = [
     ),
     ("search", ["search.objectives=[error,unfairness]"], r"error: unknown search.objectives \['unfairness'\]"),
     ("search", ["search.final.seeds=-1"], r"error: search.final.seeds must be an integer >= 0, got -1$"),
+    ("search", ["search.benchmark=nope"], r"error: search.benchmark: unknown problem 'nope'; allowed: \[.*\] or null$"),
+    (
+        "search",
+        ["search.benchmark=surrogate_table", "search.max_budget=8"],
+        r"error: search.benchmark=surrogate_table has budgets 1 to 4 epochs; search.min_budget=1 and search.max_b",
+    ),
     ("search", ["search.final.top_k=0"], r"error: search.final.top_k must be an integer >= 1, got 0$"),
     ("search", ["+search.final.repeats=2"], r"error: unknown search.final settings \['repeats'\]; allowed"),
     ("search", ["search.n_seeds=2"], r"error: search.n_seeds is now search.smac.n_seeds$"),

@@ -226,3 +226,19 @@ def test_bench_tabular_surrogate_writes_the_validation_of_each_family(tables, tm
         ["boosting", "head+optimizer"],
     ]
     assert validation["tau_ratio_rank_disparity"].gt(0.5).all() and "| forest" in capsys.readouterr().out
+
+
+def test_search_py_searches_a_benchmark_instead_of_training(tmp_path, monkeypatch):
+    """``python search.py search.benchmark=surrogate_table``: any strategy on the surrogate, in seconds, with a
+    search's outputs."""
+    from fairnas.tasks.search import main
+
+    run = tmp_path / "run"
+    argv = ["search.benchmark=surrogate_table", "search.strategy=nsga2", "search.total_budget=60", "logger=none"]
+    monkeypatch.setattr("sys.argv", ["search.py", *argv, f"hydra.run.dir={run}"])
+    main()
+    trials = pd.read_csv(run / "trials.csv")
+    assert trials["budget"].sum() >= 60 and (trials["status"] == "success").all()
+    assert {"op0", "op1", "op2", "group_alpha"} <= set(trials.columns)  # the benchmark's space, not search.space
+    assert json.loads((run / "search.json").read_text())["benchmark"] == "surrogate:dpn_showcase_noisy"
+    assert len(pd.read_csv(run / "final_front.csv")) >= 1 and not (run / "trials").exists()  # nothing trained

@@ -137,8 +137,10 @@ SURROGATE_TABLE = "dpn_paper_sampled"
 """The table of the paper's whole space the ``surrogate`` problem is fitted to (docs/search_benchmark.md)."""
 SURROGATE_FAMILY = "forest"
 """The surrogate's mean model: on the noisy table, holding out whole operation triples, a random forest ranked the
-held-out configurations as well as a second seed does for both objectives (Kendall tau 1.0x and 1.05x that ceiling),
-gradient boosting did not (0.87x for rank disparity), and a GP was as good at seven times the fitting time."""
+held-out configurations as well as a second seed does for both objectives (Kendall tau 1.02x and 1.05x that
+ceiling), gradient boosting did not for rank disparity (0.86x), and a GP ranked error better and rank disparity worse
+(1.18x, 0.97x) at eleven times the fitting time (docs/search_benchmark.md, "The surrogate benchmark"). To be chosen
+again on the paper-space table with ``python bench/tabular.py surrogate``."""
 SURROGATE_DESIGN = 4096
 """How many configurations of a space-filling design, beside the table's, estimate a surrogate's best front."""
 

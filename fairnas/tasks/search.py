@@ -22,6 +22,7 @@ from typing import Any
 from hydra.errors import HydraException
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from fairnas.benchmarks.problems import PROBLEMS
 from fairnas.config import compose_config, resolve_space_path
 from fairnas.metrics import IDENTIFICATION_METRICS
 from fairnas.search import SearchResult, SearchSettings, SearchSpace, load_space, run_search
@@ -47,6 +48,9 @@ class FaceSearch:
     train_overrides: tuple[str, ...]
     split: str
     continue_across_fidelities: bool
+    benchmark: str | None = None
+    """A benchmark problem searched instead of training (:func:`search_benchmark`), by its name in
+    :data:`fairnas.benchmarks.problems.PROBLEMS`."""
 
     @classmethod
     def from_mapping(cls, search: Mapping[str, Any]) -> FaceSearch:
@@ -54,12 +58,16 @@ class FaceSearch:
         settings = SearchSettings.from_mapping(
             {name: search[name] for name in SearchSettings.field_names() if name in search}
         )
+        benchmark = search.get("benchmark")
+        if benchmark is not None and benchmark not in PROBLEMS:
+            raise ValueError(f"search.benchmark: unknown problem {benchmark!r}; allowed: {sorted(PROBLEMS)} or null")
         return cls(
             settings,
             search["space"],
             tuple(search["train_overrides"]),
             search["split"],
             search["continue_across_fidelities"],
+            benchmark,
         )
 
 
@@ -113,6 +121,8 @@ def _trials_log_here(search: FaceSearch) -> bool:
 def search_faces(search: FaceSearch, output_dir: Path, on_trial: TrialObserver | None = None) -> SearchResult:
     """Run ``search`` and its final stage with outputs in ``output_dir`` (reported by :func:`report_search`);
     ``on_trial`` is told the search so far after each trial (``run_search``'s)."""
+    if search.benchmark is not None:
+        return search_benchmark(search, output_dir, on_trial)
     settings = search.settings
     for name in ("pytorch_lightning", "lightning.pytorch", "lightning.fabric"):  # one progress line per trial
         logging.getLogger(name).setLevel(logging.WARNING)
@@ -159,6 +169,33 @@ def search_faces(search: FaceSearch, output_dir: Path, on_trial: TrialObserver |
     )
     if result.final is not None:
         log.info("final front (mean and standard error over seeds):\n%s", result.final.front.to_string(index=False))
+    return result
+
+
+def search_benchmark(search: FaceSearch, output_dir: Path, on_trial: TrialObserver | None = None) -> SearchResult:
+    """``search.benchmark``: the search's strategy and settings on a benchmark problem (:mod:`fairnas.benchmarks`,
+    e.g. the surrogate of the paper's whole space) instead of training: the problem's space, objectives and
+    simulated trials replace ``search.space``, training and ``search.train_overrides``. A search takes seconds, to try a
+    strategy or its settings before spending GPU hours; its outputs are a search's."""
+    problem = PROBLEMS[str(search.benchmark)]()
+    settings = search.settings
+    if settings.min_budget < problem.min_budget or settings.max_budget > problem.max_budget:
+        raise ValueError(
+            f"search.benchmark={search.benchmark} has budgets {problem.min_budget:g} to {problem.max_budget:g} epochs; "
+            f"search.min_budget={settings.min_budget:g} and search.max_budget={settings.max_budget:g} must lie within"
+        )
+    target, _ = problem.make_target(output_dir, search.continue_across_fidelities, settings.seed)
+    log.info("searching the benchmark %s instead of training (search.space and train_overrides unused)", problem.name)
+    result = run_search(
+        target,
+        problem.space,
+        settings,
+        output_dir=output_dir,
+        known_objectives=problem.objectives,
+        invariants={"benchmark": problem.name},
+        on_trial=on_trial,
+    )
+    log.info("search done: %d trials, front of %d", len(result.trials), len(result.pareto_front))
     return result
 
 
