@@ -18,7 +18,6 @@ models are refitted on load. :func:`cross_validate` measures the surrogate on co
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -170,13 +169,12 @@ class Surrogate:
         if not len(contrasts):
             raise ValueError("the noise model needs configurations with two or more training seeds")
         variances = pd.DataFrame(contrasts**2).groupby(owners).mean()  # unbiased per configuration
+        by_objective = [range(k, n_epochs * n_objectives, n_objectives) for k in range(n_objectives)]  # epoch-major
         variance_model = ObjectiveModels(
             lambda: RandomForestRegressor(n_estimators=100, min_samples_leaf=5, random_state=seed),
             features[variances.index],
             variances.to_numpy(),
-            [
-                range(k, n_epochs * n_objectives, n_objectives) for k in range(n_objectives)
-            ],  # columns (epoch, objective)
+            by_objective,
         )
         fitted = np.maximum(variance_model.predict(features[owners]).reshape(len(owners), -1), 1e-12)
         correlation = _nearest_correlation(np.corrcoef(contrasts / np.sqrt(fitted), rowvar=False))
@@ -186,8 +184,7 @@ class Surrogate:
     def mean(self, configs: Sequence[Mapping[str, Any]]) -> np.ndarray:
         """[configuration, epoch, objective]: the predicted mean over training seeds."""
         inputs = _with_epochs(self.encoding(configs), self.epochs)
-        predicted = self._mean_model.predict(inputs).reshape(len(configs), len(self.epochs), len(self.objectives))
-        return predicted
+        return self._mean_model.predict(inputs).reshape(len(configs), len(self.epochs), len(self.objectives))
 
     def noise_sd(self, configs: Sequence[Mapping[str, Any]]) -> np.ndarray:
         """[configuration, epoch, objective]: the predicted standard deviation of one training run around the mean."""
@@ -201,17 +198,16 @@ class Surrogate:
         if identifier not in self._cache:
             self._cache[identifier] = (self.mean([config])[0], self.noise_sd([config])[0])
         mean, sd = self._cache[identifier]
-        rng = np.random.default_rng([world, seed, int(hashlib.sha1(identifier.encode()).hexdigest()[:15], 16)])
+        rng = np.random.default_rng([world, seed, int(identifier, 16)])  # the id is 12 hex digits
         deviation = (self._factor @ rng.standard_normal(mean.size)).reshape(mean.shape)
         lower, upper = np.array([BOUNDS.get(name, (0.0, np.inf)) for name in self.objectives]).T
         return np.clip(mean + sd * deviation, lower, upper)
 
 
 class ObjectiveModels:
-    """One model per objective, from ``make_model()``: its ``columns`` of ``targets`` (a group of columns, e.g. one
-    objective's variance after every epoch, share a model), standardised so that a model's fit does not depend on
-    the objective's units; predictions come back in the targets' units. A random forest predicts through
-    :class:`StackedForest`."""
+    """One model from ``make_model()`` per group of ``targets``' columns (``groups``: an objective's mean, or its
+    variance after every epoch), fitted to the columns standardised so that the fit does not depend on an objective's
+    units; predictions come back in the targets' units. A random forest predicts through :class:`StackedForest`."""
 
     def __init__(
         self,
@@ -278,7 +274,7 @@ def _with_epochs(features: np.ndarray, epochs: Sequence[int]) -> np.ndarray:
 
 def _seed_contrasts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The seeds' deviations as independent draws of the noise: per configuration with S >= 2 seeds, S - 1 orthonormal
-    contrasts of its seeds (Helmert's, orthogonal to their mean), each a vector over (epoch, objective) with the
+    contrasts of its seeds (orthogonal to their mean, as Helmert's are), each a vector over (epoch, objective) with the
     noise's covariance. Returns the contrasts [n, epoch * objective] and the configuration each belongs to."""
     contrasts, owners = [], []
     for index, runs in enumerate(values):
