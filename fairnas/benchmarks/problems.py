@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+
 from fairnas.benchmarks.analytic import NoisyMultiFidelityProblem
 from fairnas.benchmarks.answer_quality import Truth
 from fairnas.benchmarks.compute_meter import CostMeter, RetrainingCost
@@ -111,26 +113,14 @@ def table_problem(name: str = "dpn_showcase_noisy", tables: Path | None = None) 
     of the front of the true values (means over the table's seeds)."""
     table, spec = load_table(name, *([tables] if tables else []))
     objectives, max_budget = tuple(spec["objectives"]), spec["max_budget"]
-    final = table[table["epoch"] == max_budget]
-    reference_point = (1.0, 1.1 * float(final["val/rank_disparity"].max()))
     truth = Truth(table, objectives, max_budget)
 
     def make_target(run_dir: Path, continuing: bool, seed: int) -> tuple[Target, CostMeter]:
         return TableTarget(table, objectives, seed_order=truth.seed_order(seed)), RetrainingCost(continuing)
 
-    return Problem(
-        name=f"table:{name}",
-        space=load_space(SPACES_DIR.parent / spec["space"]),
-        objectives=objectives,
-        min_budget=1,
-        max_budget=max_budget,
-        eta=2,
-        reference_point=reference_point,
-        default_total_budget=30 * max_budget,
-        make_target=make_target,
-        max_hypervolume=front_hypervolume(table, objectives, max_budget, reference_point),
-        truth=truth,
-    )
+    reference_point = _reference_point(table, spec)
+    best = front_hypervolume(table, objectives, max_budget, reference_point)
+    return _problem_over_table(f"table:{name}", spec, reference_point, make_target, best, truth)
 
 
 SURROGATE_TABLE = "dpn_paper_sampled"
@@ -161,30 +151,49 @@ def surrogate_problem(name: str = SURROGATE_TABLE, tables: Path | None = None) -
             f"(docs/search_benchmark.md, 'The surrogate benchmark')"
         )
     table, spec = load_table(name, folder)
-    objectives, max_budget = tuple(spec["objectives"]), spec["max_budget"]
+    objectives = tuple(spec["objectives"])
     space = load_space(SPACES_DIR.parent / spec["space"])
     runs = RunsTable.of(table, objectives)
     surrogate = Surrogate.fit(space, runs, SURROGATE_FAMILY)
-    final = table[table["epoch"] == max_budget]
-    reference_point = (1.0, 1.1 * float(final["val/rank_disparity"].max()))
-    candidates = [*runs.configs, *sobol_design(space, SURROGATE_DESIGN)]
-    best = surrogate.mean(candidates)[:, -1]
 
     def make_target(run_dir: Path, continuing: bool, seed: int) -> tuple[Target, CostMeter]:
         return SurrogateTarget(surrogate, objectives, world=seed), RetrainingCost(continuing)
 
+    reference_point = _reference_point(table, spec)
+    best = surrogate.mean([*runs.configs, *sobol_design(space, SURROGATE_DESIGN)])[:, -1]
+    truth = SurrogateTruth(surrogate, objectives)
+    return _problem_over_table(
+        f"surrogate:{name}", spec, reference_point, make_target, hypervolume(best, reference_point), truth
+    )
+
+
+def _reference_point(table: pd.DataFrame, spec: dict) -> tuple[float, float]:
+    """Error 1 and 1.1 x the largest validation rank disparity of ``table`` at its maximum budget."""
+    final = table[table["epoch"] == spec["max_budget"]]
+    return (1.0, 1.1 * float(final["val/rank_disparity"].max()))
+
+
+def _problem_over_table(
+    name: str,
+    spec: dict,
+    reference_point: tuple[float, float],
+    make_target: Callable[[Path, bool, int], tuple[Target, CostMeter]],
+    max_hypervolume: float,
+    truth: Truth | SurrogateTruth,
+) -> Problem:
+    """A problem over a table's space, objectives and budgets (1 to its epochs, eta 2, 30 full trials by default)."""
     return Problem(
-        name=f"surrogate:{name}",
-        space=space,
-        objectives=objectives,
+        name=name,
+        space=load_space(SPACES_DIR.parent / spec["space"]),
+        objectives=tuple(spec["objectives"]),
         min_budget=1,
-        max_budget=max_budget,
+        max_budget=spec["max_budget"],
         eta=2,
         reference_point=reference_point,
-        default_total_budget=30 * max_budget,
+        default_total_budget=30 * spec["max_budget"],
         make_target=make_target,
-        max_hypervolume=hypervolume(best, reference_point),
-        truth=SurrogateTruth(surrogate, objectives),
+        max_hypervolume=max_hypervolume,
+        truth=truth,
     )
 
 
