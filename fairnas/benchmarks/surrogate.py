@@ -136,16 +136,16 @@ class Surrogate:
 
     def __init__(
         self,
-        space: SearchSpace,
+        encoding: Encoding,
         runs: RunsTable,
         mean_model: ObjectiveModels,
         variance_model: ObjectiveModels,
         correlation: np.ndarray,
         family: str,
     ):
-        self.space, self.objectives, self.epochs = space, runs.objectives, runs.epochs
-        self.encoding = Encoding(space.configspace)
+        self.encoding, self.objectives, self.epochs = encoding, runs.objectives, runs.epochs
         self.family = family
+        self._bounds = np.array([BOUNDS.get(name, (0.0, np.inf)) for name in self.objectives]).T  # lower, upper
         self._mean_model, self._variance_model = mean_model, variance_model
         self.correlation = correlation
         self._factor = np.linalg.cholesky(correlation)
@@ -179,7 +179,7 @@ class Surrogate:
         fitted = np.maximum(variance_model.predict(features[owners]).reshape(len(owners), -1), 1e-12)
         correlation = _nearest_correlation(np.corrcoef(contrasts / np.sqrt(fitted), rowvar=False))
         assert correlation.shape == (n_epochs * n_objectives,) * 2
-        return cls(space, runs, mean_model, variance_model, correlation, family)
+        return cls(encoding, runs, mean_model, variance_model, correlation, family)
 
     def mean(self, configs: Sequence[Mapping[str, Any]]) -> np.ndarray:
         """[configuration, epoch, objective]: the predicted mean over training seeds."""
@@ -200,8 +200,7 @@ class Surrogate:
         mean, sd = self._cache[identifier]
         rng = np.random.default_rng([world, seed, int(identifier, 16)])  # the id is 12 hex digits
         deviation = (self._factor @ rng.standard_normal(mean.size)).reshape(mean.shape)
-        lower, upper = np.array([BOUNDS.get(name, (0.0, np.inf)) for name in self.objectives]).T
-        return np.clip(mean + sd * deviation, lower, upper)
+        return np.clip(mean + sd * deviation, *self._bounds)
 
 
 class ObjectiveModels:

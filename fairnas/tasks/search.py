@@ -22,7 +22,6 @@ from typing import Any
 from hydra.errors import HydraException
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from fairnas.benchmarks.problems import PROBLEMS
 from fairnas.config import compose_config, resolve_space_path
 from fairnas.metrics import IDENTIFICATION_METRICS
 from fairnas.search import SearchResult, SearchSettings, SearchSpace, load_space, run_search
@@ -59,8 +58,9 @@ class FaceSearch:
             {name: search[name] for name in SearchSettings.field_names() if name in search}
         )
         benchmark = search.get("benchmark")
-        if benchmark is not None and benchmark not in PROBLEMS:
-            raise ValueError(f"search.benchmark: unknown problem {benchmark!r}; allowed: {sorted(PROBLEMS)} or null")
+        if benchmark is not None and benchmark not in _benchmark_problems():
+            allowed = sorted(_benchmark_problems())
+            raise ValueError(f"search.benchmark: unknown problem {benchmark!r}; allowed: {allowed} or null")
         return cls(
             settings,
             search["space"],
@@ -177,7 +177,7 @@ def search_benchmark(search: FaceSearch, output_dir: Path, on_trial: TrialObserv
     e.g. the surrogate of the paper's whole space) instead of training: the problem's space, objectives and
     simulated trials replace ``search.space``, training and ``search.train_overrides``. A search takes seconds, to try a
     strategy or its settings before spending GPU hours; its outputs are a search's."""
-    problem = PROBLEMS[str(search.benchmark)]()
+    problem = _benchmark_problems()[str(search.benchmark)]()
     settings = search.settings
     if settings.min_budget < problem.min_budget or settings.max_budget > problem.max_budget:
         raise ValueError(
@@ -197,6 +197,14 @@ def search_benchmark(search: FaceSearch, output_dir: Path, on_trial: TrialObserv
     )
     log.info("search done: %d trials, front of %d", len(result.trials), len(result.pareto_front))
     return result
+
+
+def _benchmark_problems() -> dict[str, Any]:
+    """The benchmark problems by name, imported only when a search names one (scikit-learn and the tables load with
+    them, which a training search does not need at start-up)."""
+    from fairnas.benchmarks.problems import PROBLEMS
+
+    return PROBLEMS
 
 
 def report_search(cfg: DictConfig, result: SearchResult, settings: SearchSettings) -> None:
