@@ -25,8 +25,8 @@ from tests.test_search_strategies import MIXED_SPACE, _mixed_target
 
 pytest.importorskip("botorch")
 
+from fairnas.search.encoding import SpaceEncoding
 from fairnas.search.strategies.botorch import model as gp
-from fairnas.search.strategies.botorch.encoding import SpaceEncoding
 from fairnas.search.strategies.botorch.model import ImputeInactive, OneHotCategoricalKernel
 from fairnas.search.strategies.botorch.strategy import BotorchStrategy
 

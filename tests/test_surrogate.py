@@ -17,7 +17,7 @@ from fairnas.benchmarks.design import sobol_design
 from fairnas.benchmarks.problems import surrogate_problem
 from fairnas.benchmarks.runner import benchmark
 from fairnas.benchmarks.summary import answer_quality, format_quality
-from fairnas.benchmarks.surrogate import RunsTable, StackedForest, Surrogate, cross_validate
+from fairnas.benchmarks.surrogate import Encoding, RunsTable, StackedForest, Surrogate, cross_validate
 from fairnas.benchmarks.surrogate_target import SurrogateTarget
 from fairnas.benchmarks.tables import load_table
 from fairnas.config import SPACES_DIR
@@ -124,6 +124,22 @@ def test_the_surrogate_recovers_the_means_the_noise_and_its_correlation(surrogat
     assert sd[~sgd].mean(axis=0) == pytest.approx([0.02, 0.5], rel=0.35)
     assert np.abs(surrogate.correlation - noise_correlation()).max() < 0.25
     assert np.allclose(np.diag(surrogate.correlation), 1.0)
+
+
+def test_the_encoding_one_hots_categoricals_and_scales_numbers_as_the_gp_search_does():
+    """Operations, head and optimiser one feature per choice; alpha in [0, 1]; a learning rate on the log scale, and
+    -1 where its optimiser makes it inactive."""
+    space = load_space(SPACE)
+    encoding = Encoding(space.configspace)
+    assert encoding.width == 3 * 9 + 3 + 3 + 3  # op0-op2, head, optimizer; group_alpha, lr_adam, lr_sgd
+    config = {"op0": 4, "op1": 0, "op2": 8, "head": "magface", "optimizer": "sgd", "lr_sgd": 0.09 * (0.8 / 0.09) ** 0.5}
+    # ConfigSpace's order: group_alpha, head, op0, op1, op2, optimizer, then the conditional lr_adam, lr_sgd
+    features = encoding([{**config, "group_alpha": 0.5}])[0]
+    assert features[0] == pytest.approx(0.25)  # alpha 0.5 of [0, 2]
+    assert features[1:4].tolist() == [0, 0, 1]  # magface
+    assert features[4:31].reshape(3, 9).argmax(axis=1).tolist() == [4, 0, 8] and features[4:31].sum() == 3
+    assert features[31:34].tolist() == [0, 0, 1]  # sgd
+    assert features[34:].tolist() == pytest.approx([-1.0, 0.5])  # lr_adam inactive; lr_sgd halfway on the log scale
 
 
 def test_the_stacked_forest_predicts_what_the_forest_predicts():

@@ -33,6 +33,7 @@ from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 from sklearn.model_selection import GroupKFold
 
 from fairnas.search import SearchSpace, config_id
+from fairnas.search.encoding import SpaceEncoding
 from fairnas.search.hypervolume import hypervolume
 from fairnas.search.pareto import non_dominated_mask
 
@@ -65,34 +66,28 @@ INTERVAL = 0.9
 
 
 class Encoding:
-    """Configurations of a space as feature vectors: one column per choice of a categorical or ordinal
-    hyperparameter (1 where taken), one per number (its position in [0, 1] between its bounds, on the log scale when
-    ``log``; -1 when inactive); constants carry no information and get no column."""
+    """Configurations of a space as feature vectors for the mean and noise models: the columns of
+    :class:`~fairnas.search.encoding.SpaceEncoding` (ConfigSpace's vector form: numbers in [0, 1],
+    log-scaled where ``log``, ordinals as their position, -1 when inactive), with every categorical column one-hot
+    (one feature per choice, all 0 when inactive), since a regression tree or a GP kernel would read choice indices
+    as an order that does not exist."""
 
     def __init__(self, configspace: ConfigurationSpace):
-        self.columns: list[tuple[str, Any]] = []  # (hyperparameter, choice) or (hyperparameter, None) for a number
-        self._numbers: dict[str, tuple[float, float, bool]] = {}
-        for hyperparameter in configspace.values():
-            options = getattr(hyperparameter, "choices", None) or getattr(hyperparameter, "sequence", None)
-            if options is not None:
-                self.columns += [(hyperparameter.name, option) for option in options]
-            elif hasattr(hyperparameter, "lower"):
-                lower, upper, log = float(hyperparameter.lower), float(hyperparameter.upper), bool(hyperparameter.log)
-                self._numbers[hyperparameter.name] = (np.log(lower), np.log(upper), log) if log else (lower, upper, log)
-                self.columns.append((hyperparameter.name, None))
+        self._space = SpaceEncoding(configspace)
+        self._choices = {index: len(values) for index, values in self._space.categorical_columns.items()}
+        self.width = sum(self._choices.get(index, 1) for index in range(self._space.dim))
 
     def __call__(self, configs: Sequence[Mapping[str, Any]]) -> np.ndarray:
-        features = np.zeros((len(configs), len(self.columns)))
+        features = np.zeros((len(configs), self.width))
         for row, config in enumerate(configs):
-            for column, (name, choice) in enumerate(self.columns):
-                value = config.get(name)
-                if choice is not None:
-                    features[row, column] = float(value == choice)
-                elif value is None:
-                    features[row, column] = -1.0
-                else:
-                    lower, upper, log = self._numbers[name]
-                    features[row, column] = ((np.log(value) if log else value) - lower) / (upper - lower)
+            position = 0
+            for index, value in enumerate(self._space.encode(config)):
+                choices = self._choices.get(index)
+                if choices is None:
+                    features[row, position] = value
+                elif value < choices:  # the imputed inactive value is one category more: all zeros
+                    features[row, position + int(value)] = 1.0
+                position += choices or 1
         return features
 
 

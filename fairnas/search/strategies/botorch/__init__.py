@@ -1,7 +1,7 @@
 """``search.strategy=botorch``: a Gaussian-process search with BoTorch (multi-objective, noisy, multi-fidelity).
 
-- :mod:`~fairnas.search.strategies.botorch.encoding`: configurations as model inputs (conditions, imputation) and
-  back;
+- :mod:`~fairnas.search.encoding`: configurations as model inputs (conditions, imputation) and back (shared with
+  the surrogate benchmark);
 - :mod:`~fairnas.search.strategies.botorch.model`: the Gaussian process, qLogNEHVI and MOMF, the acquisition
   optimiser;
 - :mod:`~fairnas.search.strategies.botorch.strategy`: ``BotorchStrategy``, the ask/tell strategy and its fidelity

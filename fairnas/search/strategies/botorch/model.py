@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from fairnas.search.strategies.botorch.encoding import SpaceEncoding
+from fairnas.search.encoding import SpaceEncoding
 
 MISSING_BOTORCH = "search.strategy=botorch needs BoTorch: pip install -e '.[botorch]'"
 

@@ -50,10 +50,10 @@ import torch
 from ConfigSpace import ConfigurationSpace
 from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
 
+from fairnas.search.encoding import CATEGORICAL, SpaceEncoding
 from fairnas.search.records import TrialKey, TrialRecord, trial_key
 from fairnas.search.strategies.base import Proposal
 from fairnas.search.strategies.botorch import model as gp
-from fairnas.search.strategies.botorch.encoding import CATEGORICAL, SpaceEncoding
 from fairnas.search.trial import SUCCESS, TrialOutcome, config_id, native_config
 
 if TYPE_CHECKING:

@@ -1,4 +1,5 @@
-"""ConfigSpace configurations as Gaussian-process inputs and back, for ``search.strategy=botorch``.
+"""ConfigSpace configurations as model inputs and back: the Gaussian process of ``search.strategy=botorch`` and,
+with categorical columns one-hot, the surrogate benchmark's models (:class:`fairnas.benchmarks.surrogate.Encoding`).
 
 Every searched hyperparameter is one input column, read from ConfigSpace's own vector form
 (``Configuration.get_array``): floats and integers in [0, 1] (log-scaled ones in log space), ordinals as their index
