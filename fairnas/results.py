@@ -53,7 +53,9 @@ def collect_study(
     study_dir: Path, target: Path, *, command: str, commit: str | None = None, time_log: Path | None = None
 ) -> dict:
     """Copy ``study_dir``'s tables into ``target`` and write its manifest; returns the manifest. The wall time and
-    peak memory come from GNU time's ``-v`` output in ``time_log`` (e.g. the study's log) when given."""
+    peak memory come from GNU time's ``-v`` output in ``time_log`` (e.g. the study's log) when given; the training
+    minutes of each stage always come from the study's own records (:func:`training_minutes`), which stay true for
+    a study resumed across several invocations, where one wall time covers none of it."""
     report = study_dir / "report.md"
     if not (study_dir / "claims.csv").is_file() or not report.is_file():
         raise FileNotFoundError(f"study: '{study_dir}' holds no finished study (claims.csv and report.md)")
@@ -70,8 +72,29 @@ def collect_study(
         commands=[command],
         commit=commit,
         stage_minutes=dict(_stage_minutes(stages.group(1))) if stages else {},
+        training_minutes=training_minutes(study_dir),
         **(_time_log(time_log) if time_log is not None else {}),
     )
+
+
+TRAINED = re.compile(r"study (\w+): \S+ done in (\d+) s")
+"""A run a study stage trained, as its log (``cli.log``) records it (:func:`fairnas.tasks.run_pool.train_all`)."""
+
+
+def training_minutes(study_dir: Path) -> dict[str, float]:
+    """Minutes of training per stage, summed over the runs the study trained: the search's trials and final stage
+    from their ``wall_time_s``, every other stage's runs from the study log. A run a kill interrupted is not
+    counted; a run read back was counted when it was trained."""
+    seconds: dict[str, float] = {}
+    log_file = study_dir / "cli.log"
+    if log_file.is_file():
+        for stage, run_seconds in TRAINED.findall(log_file.read_text(errors="replace")):
+            seconds[stage] = seconds.get(stage, 0.0) + float(run_seconds)
+    trials = [study_dir / "search" / f"{name}.csv" for name in ("trials", "final_trials")]
+    search = sum(pd.read_csv(path)["wall_time_s"].sum() for path in trials if path.is_file())
+    if search:
+        seconds["search"] = float(search)
+    return {stage: round(value / 60, 1) for stage, value in seconds.items()}
 
 
 STRATEGIES = {
@@ -146,6 +169,8 @@ def claims_table(folder: Path) -> str:
         rows.append(f"| {' | '.join(cells)} |")
     tested = exploratory.dropna(subset=["p"])
     wall = f"; {manifest['wall_minutes']} min wall" if "wall_minutes" in manifest else ""
+    if manifest.get("training_minutes"):
+        wall += f"; {sum(manifest['training_minutes'].values()):.0f} min of training, summed over its runs"
     return "\n".join(
         [
             *rows,

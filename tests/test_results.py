@@ -59,7 +59,14 @@ def write_study(folder: Path) -> None:
         columns=verdicts.COLUMNS
     ).to_csv(folder / "claims.csv", index=False)
     pd.DataFrame({"model": ["default DPN"], "val/error_mean": [0.5]}).to_csv(folder / "final.csv", index=False)
-    pd.DataFrame({"seed": [0, 0]}).to_csv(folder / "search" / "trials.csv", index=False)
+    pd.DataFrame({"seed": [0, 0], "wall_time_s": [50.0, 70.0]}).to_csv(folder / "search" / "trials.csv", index=False)
+    (folder / "cli.log").write_text(  # two invocations: a run killed in the first is trained again in the second
+        "[2026-11-26 10:00:00][fairnas.tasks.run_pool][INFO] - study noise: runs/main/default/seed0 done in 60 s\n"
+        "[2026-11-26 10:01:00][fairnas.tasks.runs][INFO] - training runs/main/default/seed1\n"
+        "[2026-11-26 11:00:00][fairnas.tasks.run_pool][INFO] - study noise: 1 runs to train (1 read back)\n"
+        "[2026-11-26 11:01:30][fairnas.tasks.run_pool][INFO] - study noise: runs/main/default/seed1 done in 90 s\n"
+        "[2026-11-26 11:03:00][fairnas.tasks.run_pool][INFO] - study final: runs/main/resnet18/seed1 done in 240 s\n"
+    )
     (folder / "report.md").write_text("# study\n\n- **stages (minutes)**: noise 5.2, final 20.5\n")
     (folder.parent / "study.log").write_text(
         "...\n\tElapsed (wall clock) time (h:mm:ss or m:ss): 1:52:30\n\tMaximum resident set size (kbytes): 4718592\n"
@@ -79,6 +86,7 @@ def test_a_finished_study_is_collected_with_its_manifest(tmp_path):
     assert json.loads((target / "manifest.json").read_text()) == manifest == results.read_manifest(target)
     assert manifest["commands"] == ["python study.py experiment=showcase"] and manifest["commit"] == "abc1234"
     assert manifest["stage_minutes"] == {"noise": 5.2, "final": 20.5}
+    assert manifest["training_minutes"] == {"noise": 2.5, "final": 4.0, "search": 2.0}
     assert manifest["wall_minutes"] == 112.5 and manifest["peak_memory_gb"] == 4.5
     assert manifest["files"] == ["claims.csv", "final.csv", "search_trials.csv"]
     assert all((target / name).is_file() for name in manifest["files"])
@@ -99,7 +107,13 @@ def test_the_claims_table_shows_every_primary_claim_and_counts_the_exploratory_o
     claims = pd.read_csv(REPO / "tests" / "golden" / "smoke_study_claims.csv")  # a real study's claims.csv
     claims.loc[claims["id"] == "mitigations/flipped/default/test", ["verdict", "p_holm"]] = ["holds", 0.012]
     claims.to_csv(folder / "claims.csv", index=False)
-    results.write_manifest(folder, commands=["python study.py experiment=smoke"], commit="abc1234", wall_minutes=2.0)
+    results.write_manifest(
+        folder,
+        commands=["python study.py experiment=smoke"],
+        commit="abc1234",
+        wall_minutes=2.0,
+        training_minutes={"noise": 0.5, "final": 1.0},
+    )
     monkeypatch.setitem(results.TABLES, "claims", ("results/showcase", results.claims_table))
     monkeypatch.delitem(results.TABLES, "strategies")
     rendered = results.render("<!-- results:claims -->\n<!-- /results:claims -->\n", root=tmp_path)
@@ -113,4 +127,7 @@ def test_the_claims_table_shows_every_primary_claim_and_counts_the_exploratory_o
     # 14 exploratory claims, one not applicable (no p); of the 13 tested, AdvERM's val claim has p = 0.045 < 0.05
     counts = "1 of 8 primary claims hold. There are also 14 exploratory claims, with unadjusted p: 1 of the 13 "
     assert counts in rendered
-    assert "from `python study.py experiment=smoke` at commit abc1234" in rendered and "2.0 min wall" in rendered
+    assert (
+        "from `python study.py experiment=smoke` at commit abc1234" in rendered
+        and "2.0 min wall; 2 min of training, summed over its runs" in rendered
+    )
