@@ -108,26 +108,46 @@ STRATEGIES = {
 --methods``) and how the README calls them."""
 
 
+QUALITY_FILES = {
+    "table_quality.csv": "embedded faces, noisy table",
+    "surrogate_quality.csv": "embedded faces, paper space (surrogate)",
+}
+"""The answer-quality files of ``bench/search_efficiency.py --quality-output`` the strategy table reads, each one
+problem's column pair (without and with the final stage); a file not in the folder adds no columns."""
+
+
 def strategy_table(folder: Path) -> str:
-    """The README's strategy table: per strategy, the analytic problem's share of the maximum hypervolume and the
-    noisy table's true share of its answers, without and with the final stage (mean ± s.e. over seeds)."""
+    """The README's strategy table: per strategy, the analytic problem's share of the maximum hypervolume and, per
+    answer-quality file (:data:`QUALITY_FILES`), the true share of its answers without and with the final stage,
+    and the gap they close against random search where recorded (mean ± s.e. over seeds)."""
     analytic = pd.read_csv(folder / "analytic_runs.csv")
-    quality = pd.read_csv(folder / "table_quality.csv")
+    qualities = {
+        label: pd.read_csv(folder / name) for name, label in QUALITY_FILES.items() if (folder / name).is_file()
+    }
     manifest = read_manifest(folder)
 
     def cell(frame: pd.DataFrame, method: str, column: str) -> str:
         values = frame.loc[frame["method"] == method, column]
         return "" if values.empty else f"{values.mean():.3f} ± {values.sem():.3f}"
 
-    seeds = (analytic["seed"].nunique(), quality["seed"].nunique())
-    rows = [
-        f"| strategy | analytic ZDT1: share of max. hypervolume ({seeds[0]} seeds) | embedded faces, noisy table: "
-        f"true share of the answer ({seeds[1]} seeds) | the same with the final stage (3 x 2) |",
-        "| --- | --- | --- | --- |",
-    ]
-    for method, label in STRATEGIES.items():
-        cells = [cell(analytic, method, "share"), cell(quality, method, "true_share")]
-        rows.append(f"| {label} | {' | '.join(cells)} | {cell(quality, f'{method}+final', 'true_share')} |")
+    def quality_cell(frame: pd.DataFrame, method: str) -> str:
+        share, gap = cell(frame, method, "true_share"), ""
+        if share and "gap_closed" in frame and method != "random":  # random search is its zero
+            gap = f" (gap closed {cell(frame, method, 'gap_closed')})"
+        return share + gap
+
+    header = [f"analytic ZDT1: share of max. hypervolume ({analytic['seed'].nunique()} seeds)"]
+    for label, frame in qualities.items():
+        header += [
+            f"{label}: true share of the answer ({frame['seed'].nunique()} seeds)",
+            "with the final stage (3 x 2)",
+        ]
+    rows = [f"| strategy | {' | '.join(header)} |", "|" + " --- |" * (len(header) + 1)]
+    for method, name in STRATEGIES.items():
+        cells = [cell(analytic, method, "share")]
+        for frame in qualities.values():
+            cells += [quality_cell(frame, method), quality_cell(frame, f"{method}+final")]
+        rows.append(f"| {name} | {' | '.join(cells)} |")
     commands = "; ".join(f"`{command}`" for command in manifest["commands"])
     return "\n".join(
         [

@@ -52,6 +52,27 @@ def test_the_strategy_table_is_the_mean_and_standard_error_of_the_runs(tmp_path,
     assert "commit abc1234" in rendered and "stale" not in rendered
 
 
+def test_a_surrogate_quality_file_adds_its_columns_with_the_gap_closed_against_random(tmp_path, monkeypatch):
+    folder = tmp_path / "results" / "search_efficiency"
+    folder.mkdir(parents=True)
+    pd.DataFrame({"method": ["random", "smac"], "seed": [0, 0], "share": [0.8, 0.9]}).to_csv(
+        folder / "analytic_runs.csv", index=False
+    )
+    methods = ["random", "random", "smac", "smac", "smac+final", "smac+final"]
+    quality = {"method": methods, "seed": [0, 1] * 3, "true_share": [0.90, 0.92, 0.94, 0.96, 0.93, 0.95]}
+    pd.DataFrame(quality).to_csv(folder / "table_quality.csv", index=False)
+    pd.DataFrame({**quality, "gap_closed": [0.0, 0.0, 0.4, 0.6, 0.2, 0.4]}).to_csv(
+        folder / "surrogate_quality.csv", index=False
+    )
+    results.write_manifest(folder, commands=["python bench/search_efficiency.py"], commit="abc1234")
+    monkeypatch.setitem(results.TABLES, "strategies", ("results/search_efficiency", results.strategy_table))
+    rendered = results.render("<!-- results:strategies -->\n<!-- /results:strategies -->\n", root=tmp_path)
+    assert "| embedded faces, paper space (surrogate): true share of the answer (2 seeds) | with the final" in rendered
+    smac = "| SMAC (default) | 0.900 ± nan | 0.950 ± 0.010 | 0.940 ± 0.010 | 0.950 ± 0.010 (gap closed 0.500 ± 0.100) |"
+    assert smac + " 0.940 ± 0.010 (gap closed 0.300 ± 0.100) |" in rendered
+    assert "| random search | 0.800 ± nan | 0.910 ± 0.010 |  | 0.910 ± 0.010 |  |" in rendered  # random is the zero
+
+
 def write_study(folder: Path) -> None:
     """A finished study's folder as study.py leaves it: claims.csv, a stage table, report.md, the search's tables."""
     (folder / "search").mkdir(parents=True)
