@@ -155,6 +155,17 @@ def test_two_dask_workers_train_the_same_runs_with_the_same_results(smoke_study,
         assert np.allclose(ours[column], theirs[column], rtol=1e-5), column
 
 
+def test_reserved_seeds_are_trained_by_no_comparison(tmp_path, cache_dir):
+    """``study.reserved_seeds`` (those whose effects planned the study's seeds) stay out of every comparison,
+    robustness's AdvERM and plain runs included."""
+    out = tmp_path / "reserved"
+    done = study(out, cache_dir, "study.stages=[noise,robustness]", "study.reserved_seeds=[0,1]", "logger=none")
+    assert done.returncode == 0, done.stderr[-4000:]
+    runs = pd.read_csv(out / "runs.csv")
+    assert set(runs["stage"]) == {"noise", "robustness"} and not set(runs["seed"]) & {0, 1}
+    assert sorted(runs.loc[runs["stage"] == "robustness", "seed"].unique()) == [2, 3]
+
+
 def test_a_study_runs_every_stage_on_the_celeba_format_and_logs_to_wandb(tmp_path, cache_dir):
     """The default study's stages (``study=smoke`` only sizes them) on a real on-disk format: its transfer stage's
     default overrides apply to any format; the W&B run (the ``logger`` group, wandb by default) gets the tables, the

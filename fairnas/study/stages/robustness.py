@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from fairnas.search.final import fresh_seeds
 from fairnas.study import claims as verdicts
 from fairnas.study.context import StudyContext
 from fairnas.study.report import StageReport
@@ -16,7 +17,7 @@ ARMS = {"plain": ["eval.robustness_bias=true"], "AdvERM": ["regularizer=robustne
 
 def run(context: StudyContext) -> StageReport:
     settings = context.settings.robustness
-    seeds = list(range(settings.seeds))
+    seeds = fresh_seeds(context.reserved, settings.seeds)  # not those whose effects planned the study
     default = context.default
     specs = [
         RunSpec(
