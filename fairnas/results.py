@@ -62,10 +62,10 @@ def collect_study(
     target.mkdir(parents=True, exist_ok=True)
     for name in STUDY_TABLES:
         if (study_dir / f"{name}.csv").is_file():
-            shutil.copyfile(study_dir / f"{name}.csv", target / f"{name}.csv")
+            shutil.copy2(study_dir / f"{name}.csv", target / f"{name}.csv")  # keeps the time it was written
     for name in STUDY_SEARCH_TABLES:
         if (study_dir / "search" / f"{name}.csv").is_file():
-            shutil.copyfile(study_dir / "search" / f"{name}.csv", target / f"search_{name}.csv")
+            shutil.copy2(study_dir / "search" / f"{name}.csv", target / f"search_{name}.csv")
     stages = re.search(r"\*\*stages \(minutes\)\*\*: (.*)", report.read_text())
     return write_manifest(
         target,

@@ -5,6 +5,8 @@ that says how they were made."""
 from __future__ import annotations
 
 import json
+import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
@@ -96,6 +98,9 @@ def write_study(folder: Path) -> None:
 
 def test_a_finished_study_is_collected_with_its_manifest(tmp_path):
     write_study(tmp_path / "study")
+    written = datetime(2026, 11, 20, 12, 0, tzinfo=UTC).timestamp()
+    for table in (tmp_path / "study").rglob("*.csv"):
+        os.utime(table, (written, written))
     target = tmp_path / "results" / "showcase"
     manifest = results.collect_study(
         tmp_path / "study",
@@ -106,6 +111,7 @@ def test_a_finished_study_is_collected_with_its_manifest(tmp_path):
     )
     assert json.loads((target / "manifest.json").read_text()) == manifest == results.read_manifest(target)
     assert manifest["commands"] == ["python study.py experiment=showcase"] and manifest["commit"] == "abc1234"
+    assert manifest["finished"] == "2026-11-20 12:00 UTC"  # when the study wrote its tables, not when they were copied
     assert manifest["stage_minutes"] == {"noise": 5.2, "final": 20.5}
     assert manifest["training_minutes"] == {"noise": 2.5, "final": 4.0, "search": 2.0}
     assert manifest["wall_minutes"] == 112.5 and manifest["peak_memory_gb"] == 4.5
