@@ -66,12 +66,10 @@ def collect_study(
     for name in STUDY_SEARCH_TABLES:
         if (study_dir / "search" / f"{name}.csv").is_file():
             shutil.copy2(study_dir / "search" / f"{name}.csv", target / f"search_{name}.csv")
-    stages = re.search(r"\*\*stages \(minutes\)\*\*: (.*)", report.read_text())
     return write_manifest(
         target,
         commands=[command],
         commit=commit,
-        stage_minutes=dict(_stage_minutes(stages.group(1))) if stages else {},
         training_minutes=training_minutes(study_dir),
         **(_time_log(time_log) if time_log is not None else {}),
     )
@@ -213,7 +211,10 @@ def _levels(claims: pd.DataFrame) -> str:
     return " or ".join(f"{level:g}" for level in levels) or "their level"
 
 
-TABLES: dict[str, tuple[str, Callable[[Path], str]]] = {"strategies": ("results/search_efficiency", strategy_table)}
+TABLES: dict[str, tuple[str, Callable[[Path], str]]] = {
+    "strategies": ("results/search_efficiency", strategy_table),
+    "claims": ("results/showcase", claims_table),
+}
 """README block name -> (its results folder, relative to the repository; the function that renders it)."""
 
 
@@ -267,10 +268,6 @@ def _block(name: str) -> re.Pattern[str]:
 
 def _relative(folder: Path) -> Path:
     return folder.relative_to(REPOSITORY) if folder.is_relative_to(REPOSITORY) else folder
-
-
-def _stage_minutes(text: str) -> list[tuple[str, float]]:
-    return [(name, float(minutes)) for name, minutes in re.findall(r"(\w+) ([\d.]+)", text)]
 
 
 def _time_log(path: Path) -> dict:
