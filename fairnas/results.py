@@ -230,7 +230,8 @@ def write_manifest(folder: Path, *, commands: Sequence[str], commit: str | None 
         )
         if files
         else datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{_cpu_count()} CPU cores ({platform.machine()}), Python {platform.python_version()}",
+        "machine": f"{_cpu_count()} CPU cores ({platform.machine()}{_vector_units()}), "
+        f"Python {platform.python_version()}",
         "files": files,
         **facts,
     }
@@ -284,6 +285,18 @@ def _time_log(path: Path) -> dict:
     if peak:
         found["peak_memory_gb"] = round(int(peak.group(1)) / 1024**2, 2)
     return found
+
+
+def _vector_units() -> str:
+    """``", AVX-512"`` or ``", AVX2"`` from the CPU's flags (Linux): CPU timings differ by 2-3x between the two
+    (docs/benchmarks.md, "Training speed"); empty where the flags cannot be read."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+    found = re.search(r"^flags\s*:(.*)$", text, re.MULTILINE)
+    flags = set(found.group(1).split()) if found else set()
+    return ", AVX-512" if "avx512f" in flags else ", AVX2" if "avx2" in flags else ""
 
 
 def _cpu_count() -> int:

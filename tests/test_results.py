@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -114,6 +115,7 @@ def test_a_finished_study_is_collected_with_its_manifest(tmp_path):
     assert json.loads((target / "manifest.json").read_text()) == manifest == results.read_manifest(target)
     assert manifest["commands"] == ["python study.py experiment=showcase"] and manifest["commit"] == "abc1234"
     assert manifest["finished"] == "2026-11-20 12:00 UTC"  # when the study wrote its tables, not when they were copied
+    assert re.fullmatch(r"\d+ CPU cores \(\w+(, AVX-512|, AVX2)?\), Python 3\.\d+\.\d+", manifest["machine"])
     assert manifest["training_minutes"] == {"noise": 2.5, "final": 4.0, "search": 2.0}
     assert manifest["wall_minutes"] == 112.5 and manifest["peak_memory_gb"] == 4.5
     assert manifest["files"] == ["claims.csv", "final.csv", "search_trials.csv"]
