@@ -186,9 +186,9 @@ def claims_table(folder: Path) -> str:
         ]
         rows.append(f"| {' | '.join(cells)} |")
     tested = exploratory.dropna(subset=["p"])
-    wall = f"; {manifest['wall_minutes']} min wall" if "wall_minutes" in manifest else ""
+    timing = f"; {manifest['wall_minutes']} min wall" if "wall_minutes" in manifest else ""
     if manifest.get("training_minutes"):
-        wall += f"; {sum(manifest['training_minutes'].values()):.0f} min of training, summed over its runs"
+        timing += f"; {sum(manifest['training_minutes'].values()):.0f} min of training, summed over its runs"
     return "\n".join(
         [
             *rows,
@@ -201,7 +201,7 @@ def claims_table(folder: Path) -> str:
             f"of the {len(tested)} tested ones have p below {_levels(tested)} (`{_relative(folder)}/claims.csv`).",
             "",
             f"Data: `{_relative(folder)}/` ({len(manifest['files'])} tables), from `{manifest['commands'][0]}` at "
-            f"commit {manifest['commit']} ({manifest['finished']}; {manifest['machine']}{wall}).",
+            f"commit {manifest['commit']} ({manifest['finished']}; {manifest['machine']}{timing}).",
         ]
     )
 
@@ -230,8 +230,7 @@ def write_manifest(folder: Path, *, commands: Sequence[str], commit: str | None 
         )
         if files
         else datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{_cpu_count()} CPU cores ({platform.machine()}{_vector_units()}), "
-        f"Python {platform.python_version()}",
+        "machine": machine(),
         "files": files,
         **facts,
     }
@@ -287,20 +286,18 @@ def _time_log(path: Path) -> dict:
     return found
 
 
-def _vector_units() -> str:
-    """``", AVX-512"`` or ``", AVX2"`` from the CPU's flags (Linux): CPU timings differ by 2-3x between the two
-    (docs/benchmarks.md, "Training speed"); empty where the flags cannot be read."""
+def machine() -> str:
+    """The machine a measurement ran on, as manifests and table specs record it: the cores this process may use,
+    the architecture, the CPU's widest vector units (CPU timings differ by 2-3x between AVX2 and AVX-512:
+    docs/benchmarks.md, "Training speed"; omitted where /proc/cpuinfo cannot be read) and the Python version."""
     try:
-        text = Path("/proc/cpuinfo").read_text()
+        found = re.search(r"^flags\s*:(.*)$", Path("/proc/cpuinfo").read_text(), re.MULTILINE)
     except OSError:
-        return ""
-    found = re.search(r"^flags\s*:(.*)$", text, re.MULTILINE)
+        found = None
     flags = set(found.group(1).split()) if found else set()
-    return ", AVX-512" if "avx512f" in flags else ", AVX2" if "avx2" in flags else ""
-
-
-def _cpu_count() -> int:
-    return len(os.sched_getaffinity(0))
+    vector = ", AVX-512" if "avx512f" in flags else ", AVX2" if "avx2" in flags else ""
+    cores = len(os.sched_getaffinity(0))
+    return f"{cores} CPU cores ({platform.machine()}{vector}), Python {platform.python_version()}"
 
 
 def source_commit() -> str:

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import platform
 import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -41,7 +39,7 @@ from omegaconf import DictConfig
 from fairnas.benchmarks.tables import TABLES
 from fairnas.config import SPACES_DIR, compose_config
 from fairnas.io import write_csv_atomic, write_json_atomic
-from fairnas.results import source_commit
+from fairnas.results import machine, source_commit
 from fairnas.search import SearchSpace, config_id, load_space
 from fairnas.search.trial import native_config
 
@@ -162,7 +160,7 @@ def build(
             "build_command": command or f"python bench/tabular.py build --name {name} --seeds {seeds}",
             "this_invocation_seconds": time.perf_counter() - start,
             "shards": shard[1],
-            "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
+            "machine": machine(),
             "commit": source_commit(),
         },
     )
