@@ -151,6 +151,11 @@ CASES = [
     ("study", ["study.noise.seeds=1"], r"error: study.noise.seeds=1 must be an integer >= 2"),
     (
         "study",
+        ["study.transfer.models=[default]"],
+        r"error: study.transfer.models=\['default'\]: the searched model and at least one baseline kind",
+    ),
+    (
+        "study",
         ["study.mitigations.names=[nosuch]"],
         r"error: study.mitigations.names \(nosuch\): .*'mitigation/nosuch'",
     ),

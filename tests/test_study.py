@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -121,6 +122,20 @@ def test_a_second_invocation_trains_nothing(smoke_study):
     after = {path: path.stat().st_mtime_ns for path in (out / "runs").rglob("metrics.json")}
     assert after == stamps and len(after) > 10
     assert "runs to train" not in second.stderr and "re-training runs to go" not in second.stderr
+
+
+def test_transfer_trains_only_the_model_kinds_it_names(smoke_study, tmp_path):
+    """``study.transfer.models`` leaves a kind out of the transfer stage (the showcase leaves out its slowest
+    model): a re-invocation of the smoke study reads every run back and claims no transfer against that kind."""
+    out, *_, cache = smoke_study
+    again = tmp_path / "smoke"
+    shutil.copytree(out, again)
+    done = study(again, cache, "study.transfer.models=[default,searched]", "logger=none")
+    assert done.returncode == 0, done.stderr[-4000:]
+    claims = pd.read_csv(again / "claims.csv")
+    transfer = set(claims.loc[claims["id"].str.startswith("transfer/"), "id"])
+    assert transfer == {f"transfer/dominates/default/{split}" for split in ("val", "test")}, transfer
+    assert claims["id"].str.startswith("final/dominates/hand-designed").any()
 
 
 @needs_chromium

@@ -19,7 +19,7 @@ from fairnas.tasks.runs import instantiate_partial
 from fairnas.tasks.search import FaceSearch
 
 MODEL_KINDS = ("default", "searched", "hand-designed")
-"""The kinds of model a study compares (``study.mitigations.models`` names some of them)."""
+"""The kinds of model a study compares (``study.mitigations.models`` and ``study.transfer.models`` name some)."""
 
 
 def check_study(cfg: DictConfig, base: Sequence[str]) -> None:
@@ -34,9 +34,10 @@ def check_study(cfg: DictConfig, base: Sequence[str]) -> None:
         isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 for seed in reserved
     ):
         raise ValueError(f"study.reserved_seeds={reserved!r} must be a list of seeds >= 0, e.g. [0,1,2]")
-    kinds = list(study.mitigations.models)
-    if not kinds or any(kind not in MODEL_KINDS for kind in kinds) or len(set(kinds)) != len(kinds):
-        raise ValueError(f"study.mitigations.models={kinds}: each once, from {list(MODEL_KINDS)}")
+    _kinds(study.mitigations.models, "mitigations.models")
+    transferred = _kinds(study.transfer.models, "transfer.models")
+    if "searched" not in transferred or len(transferred) < 2:
+        raise ValueError(f"study.transfer.models={transferred}: the searched model and at least one baseline kind")
     _seeds(study.noise.seeds, "noise.seeds", 2)
     _seeds(study.sweep.seeds, "sweep.seeds", 1)
     final_seeds = _seeds(study.final.seeds, "final.seeds", 2)
@@ -62,6 +63,14 @@ def check_study(cfg: DictConfig, base: Sequence[str]) -> None:
             _compose([*base, *overrides], f"study.sweep model {name!r}")
     if "search" in stages:
         check_search(search_settings(study))
+
+
+def _kinds(value: Any, key: str) -> list[str]:
+    """``study.<key>``: model kinds, each once."""
+    kinds = list(value)
+    if not kinds or any(kind not in MODEL_KINDS for kind in kinds) or len(set(kinds)) != len(kinds):
+        raise ValueError(f"study.{key}={kinds}: each once, from {list(MODEL_KINDS)}")
+    return kinds
 
 
 def check_search(settings: dict[str, Any]) -> None:

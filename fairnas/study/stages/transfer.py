@@ -1,5 +1,5 @@
-"""``transfer``: the compared models trained and evaluated on a second data set (``study.transfer.overrides``;
-Tables 4.5 / 4.8); does the candidate still dominate?"""
+"""``transfer``: the compared models of the kinds in ``study.transfer.models`` trained and evaluated on a second data
+set (``study.transfer.overrides``; Tables 4.5 / 4.8); does the candidate still dominate?"""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from fairnas.study.stages.shared import chosen, dominance_stage
 
 def run(context: StudyContext) -> StageReport:
     settings = context.settings.transfer
+    models = [model for model in chosen(context) if context.models[model][0] in set(settings.models)]
     seeds = context.final_seeds[: settings.seeds]
-    runs = context.train(context.specs(chosen(context), seeds, data="transfer"), "transfer")
+    runs = context.train(context.specs(models, seeds, data="transfer"), "transfer")
     return dominance_stage(
         context,
         runs,
@@ -20,5 +21,6 @@ def run(context: StudyContext) -> StageReport:
         split="test",
         title="transfer data set",
         heading="Transfer to a second data set (Tables 4.5 / 4.8)",
-        about=f"The compared models trained and evaluated with {list(settings.overrides)}, seeds {seeds}.",
+        about=f"The compared models ({', '.join(models)}) trained and evaluated with {list(settings.overrides)}, "
+        f"seeds {seeds}.",
     )
