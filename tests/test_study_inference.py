@@ -22,7 +22,8 @@ from fairnas.study.inference import (
     paired_test,
     seeds_for_power,
 )
-from fairnas.study.power import plan_seeds, stage_seeds
+from fairnas.study.power import main as plan_main
+from fairnas.study.power import plan_seeds, power_at, stage_seeds
 
 
 @pytest.mark.parametrize(
@@ -207,3 +208,29 @@ def test_the_power_rule_plans_seeds_in_holms_order():
         "mitigations": 5,
         "robustness": 5,
     }
+
+
+def test_the_power_at_a_budgets_seeds_is_statsmodels_power_at_the_planned_level(tmp_path, capsys):
+    """``--keep`` plans only the claims a cheaper design still tests (fewer primary claims: easier Holm levels) and
+    ``--given`` reports the power each has at the seeds its stage is given."""
+    planning = pd.DataFrame(
+        {
+            "id": ["final/a", "mitigations/b", "transfer/c"],
+            "stage": ["final", "mitigations", "transfer"],
+            "family": ["primary"] * 3,
+            "d_z": [1.6, 1.5, 0.7],
+        }
+    )
+    plan = plan_seeds(planning[planning["stage"] != "transfer"])
+    given = power_at(plan, {"final": 7})
+    expected = TTestPower().power(effect_size=1.6, nobs=7, alpha=0.05 / 2, alternative="larger")
+    assert given.iloc[0] == pytest.approx(expected) and np.isnan(given.iloc[1])
+    path = tmp_path / "claims.csv"
+    planning.to_csv(path, index=False)
+    plan_main([str(path), "--keep", "final/*", "mitigations/*", "--given", "final=7", "mitigations=7"])
+    printed = capsys.readouterr().out
+    assert "transfer/c" not in printed and f"{expected:.4g}" in printed
+    for bad, message in ((["--given", "final=1"], "not STAGE=SEEDS"), (["--given", "sweep=5"], "have no claims")):
+        with pytest.raises(SystemExit):
+            plan_main([str(path), *bad])
+        assert message in capsys.readouterr().err

@@ -8,6 +8,8 @@ expected effect first at ``alpha / m``, the next at ``alpha / (m - 1)``, and so 
 before it hold, as they do with the planned power). A claim whose effect points the wrong way, or is too small for
 ``at_most`` seeds, cannot reach the power at all: it is reported as such and asks for no more than the fewest seeds
 at which it could hold (:func:`~fairnas.study.inference.min_seeds`). Exploratory claims are planned at ``alpha``.
+``--keep`` plans only the claims a cheaper design still tests (ids matching its patterns: fewer primary claims, easier
+Holm levels), and ``--given`` adds the power each claim has at the seeds a time budget affords its stage.
 
 Two reasons make the planned power an optimistic one, and the plan says so rather than hides it: a Holm step's level
 is reached only when the claims before it hold (the first step's alpha / m is the unconditional one), and an effect
@@ -18,8 +20,9 @@ half the time).
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -56,6 +59,26 @@ def stage_seeds(plan: pd.DataFrame) -> pd.Series:
     return plan.groupby("stage", sort=False)["seeds"].max()
 
 
+def power_at(plan: pd.DataFrame, given: Mapping[str, int]) -> pd.Series:
+    """The power each claim of ``plan`` has at its planned level with the seeds ``given`` to its stage (stage ->
+    seeds); NaN for a stage not given."""
+    return pd.Series(
+        [
+            _power(float(row.d_z), given[row.stage], float(row.level)) if row.stage in given else math.nan
+            for row in plan.itertuples()
+        ],
+        index=plan.index,
+    )
+
+
+def _given(text: str) -> tuple[str, int]:
+    """``STAGE=SEEDS`` of ``--given``."""
+    stage, _, seeds = text.partition("=")
+    if not stage or not seeds.isdigit() or int(seeds) < 2:
+        raise argparse.ArgumentTypeError(f"'{text}' is not STAGE=SEEDS with SEEDS >= 2, e.g. final=7")
+    return stage, int(seeds)
+
+
 def _power(d_z: float, n: int, level: float) -> float:
     """The probability that a one-sided paired t-test of ``n`` seeds rejects at ``level`` when the standardised
     decrease is ``d_z`` (NaN: unknown, 0)."""
@@ -72,10 +95,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--power", type=float, default=0.8)
     parser.add_argument("--at-most", type=int, default=30, help="the most seeds a claim may ask for")
+    parser.add_argument("--keep", nargs="+", metavar="PATTERN", help="plan only the claims whose id matches one")
+    parser.add_argument("--given", nargs="+", type=_given, default=[], metavar="STAGE=SEEDS", help="the power here")
     args = parser.parse_args(argv)
     if not args.claims.is_file():
         parser.error(f"claims: '{args.claims}' does not exist")
-    plan = plan_seeds(pd.read_csv(args.claims), alpha=args.alpha, power=args.power, at_most=args.at_most)
+    claims = pd.read_csv(args.claims)
+    if args.keep:
+        claims = claims[[any(fnmatch.fnmatchcase(id_, pattern) for pattern in args.keep) for id_ in claims["id"]]]
+        if claims.empty:
+            parser.error(f"--keep {' '.join(args.keep)}: no claim id of {args.claims} matches")
+    plan = plan_seeds(claims, alpha=args.alpha, power=args.power, at_most=args.at_most)
+    unknown = sorted(set(dict(args.given)) - set(plan["stage"]))
+    if unknown:
+        parser.error(f"--given: stages {unknown} have no claims; allowed: {sorted(set(plan['stage']))}")
+    if args.given:
+        plan["power_at_given"] = power_at(plan, dict(args.given))
     print(plan.to_markdown(index=False, floatfmt=".4g"))
     print()
     print(stage_seeds(plan).rename("seeds").to_frame().to_markdown())
