@@ -32,6 +32,8 @@ def _recording_target(config, seed, budget, *, log_dir, seconds=0.3):
     time.sleep(seconds)
     process = multiprocessing.current_process()
     (log_dir / f"{os.getpid()}-{start}").write_text(f"{process.daemon},{start},{time.time()}")
+    environ = {key: os.environ.get(key) for key in ("OMP_NUM_THREADS", "MALLOC_TRIM_THRESHOLD_")}
+    (log_dir.parent / f"environ-{os.getpid()}.json").write_text(json.dumps(environ))
     return ZDT1(config, seed, budget)
 
 
@@ -53,6 +55,9 @@ def test_two_local_dask_workers_evaluate_trials_concurrently(tmp_path):
     assert all(daemon == "False" for _, daemon, _, _ in calls)  # DataLoader workers may start
     intervals = sorted((float(start), float(end)) for _, _, start, end in calls)
     assert any(next_start < end for (_, end), (next_start, _) in itertools.pairwise(intervals))
+    # one thread per trial, and glibc's own memory trimming: Dask's MALLOC_TRIM_THRESHOLD_=65536 trains 2x slower
+    environ = [json.loads(path.read_text()) for path in tmp_path.glob("environ-*.json")]
+    assert environ and all(value == {"OMP_NUM_THREADS": "1", "MALLOC_TRIM_THRESHOLD_": None} for value in environ)
 
 
 @pytest.fixture(scope="module")

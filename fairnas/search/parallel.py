@@ -3,7 +3,9 @@
 Local Dask workers are started non-daemonic (``distributed.worker.daemon: False``) so a trial can
 start DataLoader worker processes. Workers of an external cluster need the same setting in their
 own Dask config (e.g. ``DASK_DISTRIBUTED__WORKER__DAEMON=False``). A trial whose worker process
-dies (e.g. killed for memory) comes back as an error and is recorded as crashed.
+dies (e.g. killed for memory) comes back as an error and is recorded as crashed. Their environment is Dask's
+(``OMP_NUM_THREADS=1``: one thread per trial) without its ``MALLOC_TRIM_THRESHOLD_=65536``, which makes glibc hand
+every freed tensor back to the system: PyTorch then trains on the CPU about 2x slower (``bench/worker_speed.py``).
 
 An existing scheduler sets the concurrency itself: as many trials run at once as its workers have threads, counted
 again whenever a trial finishes (so worker jobs that start later are used from the next finished trial on), and at
@@ -28,6 +30,9 @@ from fairnas.search.security import check_address, tls_security
 
 log = logging.getLogger(__name__)
 CAPACITY_RECHECK_S = 10.0
+WORKER_ENVIRON = {"OMP_NUM_THREADS": 1, "MKL_NUM_THREADS": 1, "OPENBLAS_NUM_THREADS": 1}
+"""The environment local Dask workers start with (``distributed.nanny.pre-spawn-environ``): Dask's, less its
+``MALLOC_TRIM_THRESHOLD_``."""
 """Seconds a pool on an existing scheduler waits for a finished call before its caller counts the workers again."""
 
 
@@ -153,7 +158,13 @@ def open_pool(
     with (
         # non-daemonic workers (also those the nanny restarts); a trial that kills its worker is
         # recorded as crashed instead of being retried on the next worker
-        dask.config.set({"distributed.worker.daemon": False, "distributed.scheduler.allowed-failures": 0}),
+        dask.config.set(
+            {
+                "distributed.worker.daemon": False,
+                "distributed.scheduler.allowed-failures": 0,
+                "distributed.nanny.pre-spawn-environ": WORKER_ENVIRON,
+            }
+        ),
         LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
         Client(cluster) as client,
     ):
