@@ -79,3 +79,13 @@ def test_the_profile_part_times_lightning_steps_and_counts_their_device_reads(tm
     assert summary["device-to-host reads/step"] == 0  # what a GPU step must not do (tests/test_train.py)
     assert "aten::convolution_backward" in set(operations["operation"])
     assert operations["host ms/step"].is_monotonic_decreasing and (tmp_path / "profile_summary.csv").is_file()
+
+
+def test_worker_speed_trains_every_way_and_gives_ratios_to_one_at_a_time(cache_dir):
+    from bench import worker_speed
+
+    small = ["experiment=smoke", "trainer.max_epochs=1", "data.batch_size=16", "embedding_dim=32"]
+    table = worker_speed.main(["--runs", "2", "--overrides", *small, f"paths.cache_dir={cache_dir}"])
+    assert len(table) == 3 and (table["runs"] == 2).all() and (table["wall s"] > 0).all()
+    assert table["runs an hour, ratio to one at a time"].iloc[0] == 1.0
+    assert "MALLOC_TRIM_THRESHOLD_" in table["way"].iloc[2]

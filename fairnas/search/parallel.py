@@ -30,9 +30,9 @@ from fairnas.search.security import check_address, tls_security
 
 log = logging.getLogger(__name__)
 CAPACITY_RECHECK_S = 10.0
-WORKER_ENVIRON = {"OMP_NUM_THREADS": 1, "MKL_NUM_THREADS": 1, "OPENBLAS_NUM_THREADS": 1}
-"""The environment local Dask workers start with (``distributed.nanny.pre-spawn-environ``): Dask's, less its
-``MALLOC_TRIM_THRESHOLD_``."""
+NO_MALLOC_TRIM = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
+"""The Dask setting that starts workers without ``MALLOC_TRIM_THRESHOLD_`` (None unsets it) and keeps the rest of
+Dask's start environment (``OMP_NUM_THREADS=1``, ...)."""
 """Seconds a pool on an existing scheduler waits for a finished call before its caller counts the workers again."""
 
 
@@ -162,7 +162,7 @@ def open_pool(
             {
                 "distributed.worker.daemon": False,
                 "distributed.scheduler.allowed-failures": 0,
-                "distributed.nanny.pre-spawn-environ": WORKER_ENVIRON,
+                **NO_MALLOC_TRIM,
             }
         ),
         LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
