@@ -151,6 +151,11 @@ CASES = [
     ("study", ["study.noise.seeds=1"], r"error: study.noise.seeds=1 must be an integer >= 2"),
     (
         "study",
+        ["study.final.hand_designed_seeds=9"],
+        r"error: study.final.hand_designed_seeds=9 must be at most study.final.seeds=6",
+    ),
+    (
+        "study",
         ["study.transfer.models=[default]"],
         r"error: study.transfer.models=\['default'\]: the searched model and at least one baseline kind",
     ),

@@ -124,18 +124,25 @@ def test_a_second_invocation_trains_nothing(smoke_study):
     assert "runs to train" not in second.stderr and "re-training runs to go" not in second.stderr
 
 
-def test_transfer_trains_only_the_model_kinds_it_names(smoke_study, tmp_path):
-    """``study.transfer.models`` leaves a kind out of the transfer stage (the showcase leaves out its slowest
-    model): a re-invocation of the smoke study reads every run back and claims no transfer against that kind."""
+def test_the_slowest_models_cost_levers_train_fewer_runs_and_drop_only_their_claims(smoke_study, tmp_path):
+    """``study.final.hand_designed_seeds`` trains the hand-designed model on the first of the final seeds and
+    ``study.transfer.models`` leaves a kind out of the transfer stage (the showcase's levers for ResNet-18): a
+    re-invocation of the smoke study with a third final seed trains it for the default and the searched model only,
+    and claims no transfer against the hand-designed one."""
     out, *_, cache = smoke_study
     again = tmp_path / "smoke"
     shutil.copytree(out, again)
-    done = study(again, cache, "study.transfer.models=[default,searched]", "logger=none")
+    levers = ["study.final.seeds=3", "study.noise.seeds=3", "study.final.hand_designed_seeds=2"]
+    done = study(again, cache, *levers, "study.transfer.models=[default,searched]", "logger=none")
     assert done.returncode == 0, done.stderr[-4000:]
-    claims = pd.read_csv(again / "claims.csv")
-    transfer = set(claims.loc[claims["id"].str.startswith("transfer/"), "id"])
+    runs = pd.read_csv(again / "runs.csv")
+    final = runs[runs["stage"] == "final"].groupby("kind")["seed"].nunique().to_dict()
+    assert final == {"default": 3, "searched": 3, "hand-designed": 2}, final
+    claims = pd.read_csv(again / "claims.csv").set_index("id")
+    assert claims.loc["final/dominates/hand-designed/test", "n"] == 2
+    assert claims.loc["final/dominates/default/test", "n"] == 3
+    transfer = {id_ for id_ in claims.index if id_.startswith("transfer/")}
     assert transfer == {f"transfer/dominates/default/{split}" for split in ("val", "test")}, transfer
-    assert claims["id"].str.startswith("final/dominates/hand-designed").any()
 
 
 @needs_chromium

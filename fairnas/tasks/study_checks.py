@@ -42,6 +42,18 @@ def check_study(cfg: DictConfig, base: Sequence[str]) -> None:
     _seeds(study.sweep.seeds, "sweep.seeds", 1)
     final_seeds = _seeds(study.final.seeds, "final.seeds", 2)
     _seeds(study.final.hand_designed, "final.hand_designed", 0)
+    hand_designed_seeds = final_seeds
+    if study.final.hand_designed_seeds is not None:
+        hand_designed_seeds = _seeds(study.final.hand_designed_seeds, "final.hand_designed_seeds", 2)
+        if hand_designed_seeds > final_seeds:
+            raise ValueError(
+                f"study.final.hand_designed_seeds={hand_designed_seeds} must be at most study.final.seeds={final_seeds}"
+            )
+    if "hand-designed" in study.mitigations.models and study.mitigations.seeds > hand_designed_seeds:
+        raise ValueError(
+            f"study.mitigations.seeds={study.mitigations.seeds} must be at most study.final.hand_designed_seeds="
+            f"{hand_designed_seeds} (the hand-designed model's baselines)"
+        )
     for stage in ("mitigations", "robustness", "transfer"):
         seeds = _seeds(study[stage].seeds, f"{stage}.seeds", 2)
         if stage != "robustness" and stage in stages and seeds > final_seeds:

@@ -1,5 +1,6 @@
 """``final``: the searched candidate, the default model and the best hand-designed models re-trained with the same
-fresh seeds; does the candidate dominate them, paired by seed?"""
+fresh seeds (the hand-designed ones with the first ``study.final.hand_designed_seeds`` of them); does the candidate
+dominate them, paired by seed?"""
 
 from __future__ import annotations
 
@@ -9,9 +10,13 @@ from fairnas.study.stages.shared import best_hand_designed, dominance_stage
 
 
 def run(context: StudyContext) -> StageReport:
-    hand_designed = best_hand_designed(context, context.settings.final.hand_designed)
-    compared = [context.default, *context.searched, *hand_designed]
-    runs = context.train(context.specs(compared, context.final_seeds), "final")
+    settings = context.settings.final
+    hand_designed = best_hand_designed(context, settings.hand_designed)
+    seeds = context.final_seeds[: settings.hand_designed_seeds or settings.seeds]
+    # the hand-designed (timm) models first: the slowest runs start first, so the pool's workers finish together
+    compared = [context.default, *context.searched]
+    specs = context.specs(hand_designed, seeds) + context.specs(compared, context.final_seeds)
+    runs = context.train(specs, "final")
     return dominance_stage(
         context,
         runs,
@@ -20,5 +25,6 @@ def run(context: StudyContext) -> StageReport:
         split="val",
         title="re-trained models",
         heading="The search's answer against the default and the best hand-designed models",
-        about=f"Every model re-trained with seeds {context.final_seeds}; differences paired by seed.",
+        about=f"Every model re-trained with seeds {context.final_seeds} (hand-designed: {seeds}); differences paired "
+        "by seed.",
     )
