@@ -50,12 +50,12 @@ STUDY_SEARCH_TABLES = ("trials", "final_trials", "final_front")
 
 
 def collect_study(
-    study_dir: Path, target: Path, *, command: str, commit: str | None = None, time_log: Path | None = None
+    study_dir: Path, target: Path, *, command: str, commit: str | None = None, time_logs: Sequence[Path] = ()
 ) -> dict:
     """Copy ``study_dir``'s tables into ``target`` and write its manifest; returns the manifest. The wall time and
-    peak memory come from GNU time's ``-v`` output in ``time_log`` (e.g. the study's log) when given; the training
-    minutes of each stage always come from the study's own records (:func:`training_minutes`), which stay true for
-    a study resumed across several invocations, where one wall time covers none of it."""
+    peak memory come from GNU time's ``-v`` output in ``time_logs`` (e.g. the study's log; one per invocation of a
+    resumed study: their wall times summed, the largest peak) when given; the training minutes of each stage always
+    come from the study's own records (:func:`training_minutes`)."""
     report = study_dir / "report.md"
     if not (study_dir / "claims.csv").is_file() or not report.is_file():
         raise FileNotFoundError(f"study: '{study_dir}' holds no finished study (claims.csv and report.md)")
@@ -71,7 +71,7 @@ def collect_study(
         commands=[command],
         commit=commit,
         training_minutes=training_minutes(study_dir),
-        **(_time_log(time_log) if time_log is not None else {}),
+        **(_time_logs(time_logs) if time_logs else {}),
     )
 
 
@@ -270,19 +270,26 @@ def _relative(folder: Path) -> Path:
     return folder.relative_to(REPOSITORY) if folder.is_relative_to(REPOSITORY) else folder
 
 
-def _time_log(path: Path) -> dict:
-    """Wall time and peak memory from GNU time's ``-v`` output in ``path``."""
-    if not path.is_file():
-        raise FileNotFoundError(f"time log: '{path}' does not exist")
-    text = path.read_text(errors="replace")
-    found = {}
-    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", text)
-    if wall:
-        parts = [float(part) for part in wall.group(1).split(":")]
-        found["wall_minutes"] = round(sum(value * 60**power for power, value in enumerate(reversed(parts))) / 60, 1)
-    peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
-    if peak:
-        found["peak_memory_gb"] = round(int(peak.group(1)) / 1024**2, 2)
+def _time_logs(paths: Sequence[Path]) -> dict:
+    """Wall time (summed) and peak memory (the largest) from GNU time's ``-v`` output in ``paths``, one file per
+    invocation; ``invocations`` when there are several."""
+    walls, peaks = [], []
+    for path in paths:
+        if not path.is_file():
+            raise FileNotFoundError(f"time log: '{path}' does not exist")
+        text = path.read_text(errors="replace")
+        wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", text)
+        if wall:
+            parts = [float(part) for part in wall.group(1).split(":")]
+            walls.append(sum(value * 60**power for power, value in enumerate(reversed(parts))))
+        peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
+        if peak:
+            peaks.append(int(peak.group(1)))
+    found: dict = {"invocations": len(paths)} if len(paths) > 1 else {}
+    if walls:
+        found["wall_minutes"] = round(sum(walls) / 60, 1)
+    if peaks:
+        found["peak_memory_gb"] = round(max(peaks) / 1024**2, 2)
     return found
 
 
@@ -317,7 +324,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     collect.add_argument("target", type=Path)
     collect.add_argument("--command", required=True, help="the command that ran the study, as a user would type it")
     collect.add_argument("--commit", help="the commit the study ran at (default: HEAD)")
-    collect.add_argument("--time-log", type=Path, help="a file holding /usr/bin/time -v's output for the study")
+    collect.add_argument(
+        "--time-log", type=Path, nargs="+", default=[], help="/usr/bin/time -v's output, one file per invocation"
+    )
     describe = commands.add_parser("manifest", help="write a results folder's manifest.json")
     describe.add_argument("folder", type=Path)
     describe.add_argument("--command", action="append", required=True, help="a command that made the files (repeat)")
@@ -326,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     readme = REPOSITORY / "README.md"
     if args.action == "collect-study":
         manifest = collect_study(
-            args.study_dir, args.target, command=args.command, commit=args.commit, time_log=args.time_log
+            args.study_dir, args.target, command=args.command, commit=args.commit, time_logs=args.time_log
         )
         print(json.dumps(manifest, indent=1))
     elif args.action == "manifest":

@@ -110,7 +110,7 @@ def test_a_finished_study_is_collected_with_its_manifest(tmp_path):
         target,
         command="python study.py experiment=showcase",
         commit="abc1234",
-        time_log=tmp_path / "study.log",
+        time_logs=[tmp_path / "study.log"],
     )
     assert json.loads((target / "manifest.json").read_text()) == manifest == results.read_manifest(target)
     assert manifest["commands"] == ["python study.py experiment=showcase"] and manifest["commit"] == "abc1234"
@@ -120,6 +120,12 @@ def test_a_finished_study_is_collected_with_its_manifest(tmp_path):
     assert manifest["wall_minutes"] == 112.5 and manifest["peak_memory_gb"] == 4.5
     assert manifest["files"] == ["claims.csv", "final.csv", "search_trials.csv"]
     assert all((target / name).is_file() for name in manifest["files"])
+    # a study resumed once: its two invocations' wall times summed, the larger peak
+    (tmp_path / "resumed.log").write_text("\tElapsed (wall clock) time (h:mm:ss or m:ss): 7:30\n")
+    resumed = results.collect_study(
+        tmp_path / "study", target, command="c", time_logs=[tmp_path / "study.log", tmp_path / "resumed.log"]
+    )
+    assert resumed["wall_minutes"] == 120.0 and resumed["peak_memory_gb"] == 4.5 and resumed["invocations"] == 2
 
 
 def test_a_readme_without_the_block_or_a_folder_without_a_study_is_named(tmp_path):
