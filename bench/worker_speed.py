@@ -37,9 +37,10 @@ def timed(workers: int, dask_default: bool, overrides: Sequence[str], runs: int,
         start = time.perf_counter()
         for seed in range(runs):
             pool.submit(seed, train_run, folder / f"seed{seed}", [*overrides, f"seed={1000 + seed}", "logger=none"])
-        while (finished := pool.next_finished()) is not None:
-            if finished[2] is not None:
-                raise finished[2]
+        while len(pool):
+            _, _, error = pool.next_finished() or (None, None, None)
+            if error is not None:
+                raise error
         return time.perf_counter() - start
 
 
