@@ -30,10 +30,10 @@ from fairnas.search.security import check_address, tls_security
 
 log = logging.getLogger(__name__)
 CAPACITY_RECHECK_S = 10.0
+"""Seconds a pool on an existing scheduler waits for a finished call before its caller counts the workers again."""
 NO_MALLOC_TRIM = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
 """The Dask setting that starts workers without ``MALLOC_TRIM_THRESHOLD_`` (None unsets it) and keeps the rest of
 Dask's start environment (``OMP_NUM_THREADS=1``, ...)."""
-"""Seconds a pool on an existing scheduler waits for a finished call before its caller counts the workers again."""
 
 
 class TrialPool(Protocol):

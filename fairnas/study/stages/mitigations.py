@@ -22,8 +22,7 @@ from fairnas.study.stages.shared import chosen, crashes
 
 def run(context: StudyContext) -> StageReport:
     settings = context.settings.mitigations
-    kinds = set(settings.models)
-    models = [model for model in chosen(context) if context.models[model][0] in kinds]
+    models = chosen(context, set(settings.models))
     seeds = context.final_seeds[: settings.seeds]
     mitigations = [declared(context, name) for name in settings.names]
     specs, skipped = [], []

@@ -4,6 +4,7 @@ runs' finding."""
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from pathlib import Path
 
 import pandas as pd
@@ -23,22 +24,22 @@ def best_hand_designed(context: StudyContext, count: int) -> list[str]:
     return list(means.index[:count])
 
 
-def chosen(context: StudyContext) -> list[str]:
-    """The models mitigations and transfer compare: the default, the searched model of lowest mean validation
-    error in the final comparison and the best hand-designed one."""
+def chosen(context: StudyContext, kinds: Collection[str] = ("default", "searched", "hand-designed")) -> list[str]:
+    """The models mitigations and transfer compare, of ``kinds``: the default, the searched model of lowest mean
+    validation error in the final comparison and the best hand-designed one."""
     final = verdicts.successful(context.rows("final", list(context.models)))
     means = final.groupby(["model", "kind"])["val/error"].mean().reset_index().sort_values("val/error")
     models = [context.default]
     for kind in ("searched", "hand-designed"):
         rows = means[means["kind"] == kind]
         models += list(rows["model"][:1])
-    return models
+    return [model for model in models if context.models[model][0] in kinds]
 
 
 def dominance(context: StudyContext, runs: pd.DataFrame, stage: str, data: str) -> None:
     """Claims: the searched candidate dominates the default model and each compared hand-designed model, on the
     validation and the test split. Claim ids name the baseline by kind (``hand-designed-2``: the second best)."""
-    hand_designed = [model for model in chosen(context)[1:] if context.models[model][0] == "hand-designed"]
+    hand_designed = chosen(context, {"hand-designed"})
     if stage == "final":
         hand_designed = best_hand_designed(context, context.settings.final.hand_designed)
     baselines = {context.default: "default"} | {

@@ -10,7 +10,7 @@ from fairnas.study.stages.shared import chosen, dominance_stage
 
 def run(context: StudyContext) -> StageReport:
     settings = context.settings.transfer
-    models = [model for model in chosen(context) if context.models[model][0] in set(settings.models)]
+    models = chosen(context, set(settings.models))
     seeds = context.final_seeds[: settings.seeds]
     runs = context.train(context.specs(models, seeds, data="transfer"), "transfer")
     return dominance_stage(
