@@ -6,6 +6,9 @@ own Dask config (e.g. ``DASK_DISTRIBUTED__WORKER__DAEMON=False``). A trial whose
 dies (e.g. killed for memory) comes back as an error and is recorded as crashed. Their environment is Dask's
 (``OMP_NUM_THREADS=1``: one thread per trial) without its ``MALLOC_TRIM_THRESHOLD_=65536``, which makes glibc hand
 every freed tensor back to the system: PyTorch then trains on the CPU about 2x slower (``bench/worker_speed.py``).
+Dask's nanny writes its start variables into the environment of the process that runs it, so an earlier Dask
+cluster of the same process leaves the variable there; the pool takes it out of that environment while its workers
+start and puts it back afterwards.
 
 An existing scheduler sets the concurrency itself: as many trials run at once as its workers have threads, counted
 again whenever a trial finishes (so worker jobs that start later are used from the next finished trial on), and at
@@ -20,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -34,6 +38,18 @@ CAPACITY_RECHECK_S = 10.0
 NO_MALLOC_TRIM = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
 """The Dask setting that starts workers without ``MALLOC_TRIM_THRESHOLD_`` (None unsets it) and keeps the rest of
 Dask's start environment (``OMP_NUM_THREADS=1``, ...)."""
+
+
+@contextlib.contextmanager
+def environment_without(unset: dict[str, Any]) -> Iterator[None]:
+    """This process's environment, inherited by the workers it spawns, without the variables that ``unset`` maps to
+    None (its keys are Dask settings ending in the variable's name); restored on exit."""
+    names = [key.rsplit(".", 1)[-1] for key, value in unset.items() if value is None]
+    saved = {name: os.environ.pop(name) for name in names if name in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
 
 
 class TrialPool(Protocol):
@@ -165,6 +181,7 @@ def open_pool(
                 **NO_MALLOC_TRIM,
             }
         ),
+        environment_without(NO_MALLOC_TRIM),
         LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
         Client(cluster) as client,
     ):
