@@ -5,6 +5,7 @@
     python bench/tabular.py summary --name dpn_showcase_noisy            # size, front, spread of the table
     python bench/tabular.py landscape --name dpn_showcase_noisy          # does the space trade error for disparity?
     python bench/tabular.py surrogate --name dpn_showcase_noisy --group-by op0 op1 op2   # a surrogate, held out
+    python bench/tabular.py live-check --name dpn_paper_sampled --studies results/showcase ...  # against real runs
 
 On 2 cores, two single-threaded shards finish sooner than one two-threaded process::
 
@@ -26,18 +27,23 @@ Runs live in ``outputs/tabular/<name>/<config id>/seed<s>/`` of the repository (
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import pandas as pd
 import yaml
 
+from fairnas.benchmarks import live_check
 from fairnas.benchmarks.cli import parse_shard
-from fairnas.benchmarks.design import anchors, sobol_design
-from fairnas.benchmarks.surrogate import FAMILIES
+from fairnas.benchmarks.design import anchors, renamed, sobol_design
+from fairnas.benchmarks.problems import SURROGATE_FAMILY
+from fairnas.benchmarks.surrogate import FAMILIES, RunsTable, Surrogate
 from fairnas.benchmarks.table_report import landscape, summary, surrogate_validation
 from fairnas.benchmarks.tables import TABLES, load_table
 from fairnas.benchmarks.tabular import MAX_BUDGET, SEEDS, SPACE, build
+from fairnas.config import SPACES_DIR
 from fairnas.io import write_csv_atomic
 from fairnas.search import load_space
 from fairnas.tasks.train import train
@@ -47,7 +53,7 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["build", "summary", "landscape", "surrogate"])
+    parser.add_argument("command", choices=["build", "summary", "landscape", "surrogate", "live-check"])
     parser.add_argument("--name", default="dpn_showcase_noisy")
     parser.add_argument("--work-dir", type=Path, help="run folders (default outputs/tabular/<name>)")
     parser.add_argument("--tables", type=Path, default=TABLES, help="folder of the table and its spec")
@@ -73,13 +79,25 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--group-by", nargs="*", default=[], help="surrogate: also hold out groups sharing these")
     parser.add_argument("--folds", type=int, default=5, help="surrogate: cross-validation folds")
-    parser.add_argument("--output", type=Path, help="surrogate: CSV of the validation")
+    parser.add_argument("--output", type=Path, help="surrogate, live-check: CSV of the validation or the check")
+    parser.add_argument("--studies", nargs="+", type=Path, default=[], help="live-check: study.py output folders")
+    parser.add_argument(
+        "--default", nargs="*", default=[], metavar="NAME=VALUE", help="live-check: the default model's configuration"
+    )
     args = parser.parse_args(argv)
     if args.command == "surrogate":
         validation = surrogate_validation(*load_table(args.name, args.tables), args.families, args.group_by, args.folds)
         if args.output is not None:
             write_csv_atomic(validation, args.output)
         print(validation.round(3).to_markdown(index=False))
+        return
+    if args.command == "live-check":
+        checks = live_checks(args)
+        if args.output is not None:
+            write_csv_atomic(pd.concat(checks, ignore_index=True), args.output)
+        for check in checks:
+            print(check.round(3).to_markdown(index=False), "\n")
+        print(live_check.summary(checks))
         return
     if args.command == "build":
         work_dir = args.work_dir or REPOSITORY / "outputs" / "tabular" / args.name
@@ -115,6 +133,23 @@ def sampled_configs(args: argparse.Namespace) -> list[dict] | None:
     space = load_space(args.space)
     configs = [] if args.anchors is None else anchors(load_space(args.anchors), space, parse_fixed(args.anchor_fixed))
     return configs + ([] if args.sobol is None else sobol_design(space, args.sobol, seed=args.sobol_seed))
+
+
+def live_checks(args: argparse.Namespace) -> list[pd.DataFrame]:
+    """The surrogate of ``--name`` (one per split) read against each of ``--studies``, whose search space is
+    ``--anchors`` (named in the table's space with ``--anchor-fixed``), and ``--default`` the default model."""
+    if not args.studies or args.anchors is None:
+        raise SystemExit("live-check: give --studies and the studies' search space as --anchors")
+    table, spec = load_table(args.name, args.tables)
+    space, study_space = load_space(SPACES_DIR.parent / spec["space"]), load_space(args.anchors)
+    surrogates = {
+        split: Surrogate.fit(space, RunsTable.of(table, spec["objectives"], split), SURROGATE_FAMILY)
+        for split in ("val", "test")
+    }
+    fixed = parse_fixed(args.anchor_fixed)
+    rename = functools.partial(renamed, table_space=study_space, space=space, fixed=fixed)
+    default = renamed(parse_fixed(args.default), space, space, {})
+    return [live_check.live_check(surrogates, study, study_space, rename, default) for study in args.studies]
 
 
 def parse_fixed(pairs: Sequence[str]) -> dict[str, object]:

@@ -258,3 +258,102 @@ def test_search_py_searches_a_benchmark_instead_of_training(tmp_path, monkeypatc
     assert {"op0", "op1", "op2", "group_alpha"} <= set(trials.columns)  # the benchmark's space, not search.space
     assert json.loads((run / "search.json").read_text())["benchmark"] == "surrogate:dpn_showcase_noisy"
     assert len(pd.read_csv(run / "final_front.csv")) >= 1 and not (run / "trials").exists()  # nothing trained
+
+
+def write_study(folder, searched: dict, seeds: range, rng) -> None:
+    """A study folder as ``study.py`` writes it: ``search_answer.csv`` (``searched``, a configuration of the noisy
+    table's space) and ``runs.csv`` with the final stage's runs of it and of the default DPN, drawn from the generated
+    truth (test = validation here) plus seed noise of its size."""
+    from fairnas.study.stages.search import searched_name
+
+    table_space = load_space(SPACES_DIR / "dpn_table.yaml")
+    models = {
+        ("default DPN", "default"): LIVE_DEFAULT,
+        (searched_name(searched, table_space), "searched"): {**searched, "optimizer": "adamw", "lr_adam": 0.003},
+    }
+    rows = []
+    for (model, kind), config in models.items():
+        for seed in seeds:
+            error, disparity = np.array(true_mean(config, 4)) + true_sd(config) * rng.standard_normal(2)
+            values = {
+                f"{split}/{name}": value
+                for split in ("val", "test")
+                for name, value in (("error", error), ("rank_disparity", disparity))
+            }
+            rows.append(
+                {
+                    "stage": "final",
+                    "model": model,
+                    "kind": kind,
+                    "mitigation": "none",
+                    "data": "main",
+                    "seed": seed,
+                    "status": "success",
+                    **values,
+                }
+            )
+    folder.mkdir()
+    pd.DataFrame(rows).to_csv(folder / "runs.csv", index=False)
+    pd.DataFrame([{"config": json.dumps(searched, sort_keys=True)}]).to_csv(folder / "search_answer.csv", index=False)
+
+
+LIVE_DEFAULT = {
+    "op0": 3,
+    "op1": 0,
+    "op2": 1,
+    "head": "cosface",
+    "optimizer": "adamw",
+    "lr_adam": 0.003,
+    "group_alpha": 0.0,
+}
+
+
+def test_live_check_reads_a_studys_fresh_seed_runs_against_the_surrogate(tables, tmp_path, capsys):
+    """``bench/tabular.py live-check``: the surrogate's predicted mean and seed noise of a study's searched answer
+    and default model beside their fresh-seed runs, and its verdict on the answer's lead beside the measured one."""
+    from bench import tabular
+
+    table, spec = load_table("generated", tables)
+    for name in ("error", "rank_disparity"):
+        table[f"test/{name}"] = table[f"val/{name}"]
+    table.to_csv(tmp_path / "generated.csv", index=False)
+    (tmp_path / "generated.json").write_text(json.dumps(spec))
+    searched = {"group_alpha": 1.0, "head": "cosface", "lr": 0.003, "op0": 0, "op1": 0, "op2": 0}
+    write_study(tmp_path / "study", searched, range(14, 34), np.random.default_rng(1))
+    default = [f"{key}={value}" for key, value in LIVE_DEFAULT.items()]
+    output = tmp_path / "live.csv"
+    argv = ["live-check", "--name", "generated", "--tables", str(tmp_path), "--studies", str(tmp_path / "study")]
+    tabular.main(
+        [
+            *argv,
+            "--anchors",
+            str(SPACES_DIR / "dpn_table.yaml"),
+            "--anchor-fixed",
+            "optimizer=adamw",
+            "--default",
+            *default,
+            "--output",
+            str(output),
+        ]
+    )
+    check = pd.read_csv(output).set_index(["model", "objective"])
+    assert len(check) == 12 and (check["n"] == 20).all()
+    in_paper_space = {**searched, "optimizer": "adamw", "lr_adam": 0.003}
+    truth = {"searched": true_mean(in_paper_space, 4), "default": true_mean(LIVE_DEFAULT, 4)}
+    for model, (error, disparity) in truth.items():
+        for split in ("val", "test"):
+            assert check.loc[(model, f"{split}/error"), "predicted"] == pytest.approx(error, abs=0.04)
+            assert check.loc[(model, f"{split}/rank_disparity"), "predicted"] == pytest.approx(disparity, abs=1.0)
+    lead = check.loc["searched - default"]
+    assert lead.loc["val/rank_disparity", "measured"] == pytest.approx(5.7 - 11.9, abs=0.5)  # 6.2 lower, known
+    assert lead.loc["val/rank_disparity", "agree"] and lead.loc["test/rank_disparity", "agree"]
+    assert check.loc[("default", "val/rank_disparity"), "run_coverage"] >= 0.75  # 90 % of runs, less model error
+    assert "searched answer's lead over the default model agrees in sign: 4 of 4" in capsys.readouterr().out
+
+
+def test_live_check_names_a_study_folder_without_runs(tables, tmp_path):
+    from fairnas.benchmarks.live_check import live_check
+
+    space = load_space(SPACE)
+    with pytest.raises(ValueError, match=r"runs.csv does not exist"):
+        live_check({}, tmp_path, space, dict, LIVE_DEFAULT)

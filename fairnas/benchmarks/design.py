@@ -47,17 +47,21 @@ def anchors(table_space: SearchSpace, space: SearchSpace, fixed: Mapping[str, An
     unknown = sorted(set(fixed) - set(space.keys))
     if unknown:
         raise ValueError(f"anchors: fixed values {unknown} name no hyperparameter of {sorted(space.keys)}")
-    configs = []
-    for config in grid(table_space):
-        by_key = {table_space.keys[name]: value for name, value in config.items()}
-        candidate = {name: by_key[key] for name, key in space.keys.items() if key in by_key} | dict(fixed)
-        anchor = _active(space.configspace, candidate)
-        try:
-            Configuration(space.configspace, values=anchor)
-        except (ValueError, KeyError) as error:
-            raise ValueError(f"anchors: {config} is not a configuration of the space ({error})") from error
-        configs.append(anchor)
-    return configs
+    return [renamed(config, table_space, space, fixed) for config in grid(table_space)]
+
+
+def renamed(
+    config: Mapping[str, Any], table_space: SearchSpace, space: SearchSpace, fixed: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``config``, a configuration of ``table_space``, named as in ``space`` (:func:`anchors`)."""
+    by_key = {table_space.keys[name]: value for name, value in config.items()}
+    candidate = {name: by_key[key] for name, key in space.keys.items() if key in by_key} | dict(fixed)
+    anchor = _active(space.configspace, candidate)
+    try:
+        Configuration(space.configspace, values=anchor)
+    except (ValueError, KeyError) as error:
+        raise ValueError(f"anchors: {dict(config)} is not a configuration of the space ({error})") from error
+    return anchor
 
 
 def _active(configspace: ConfigurationSpace, candidate: dict[str, Any]) -> dict[str, Any]:

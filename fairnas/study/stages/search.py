@@ -11,7 +11,7 @@ import shutil
 import pandas as pd
 
 from fairnas.config import resolve_space_path
-from fairnas.search import load_space
+from fairnas.search import SearchSpace, load_space
 from fairnas.search.final import fresh_seeds
 from fairnas.study.context import StudyContext
 from fairnas.study.report import StageReport
@@ -23,12 +23,10 @@ def run(context: StudyContext) -> StageReport:
     result = context.search(settings)
     answer = result.final.front if result.final is not None else result.pareto_front
     space = load_space(resolve_space_path(settings["space"]))
-    constants = {name for name, hp in space.configspace.items() if hasattr(hp, "value")}
     answer_names = []
     for row in answer.to_dict("records"):
         config = json.loads(row["config"])
-        label = " ".join(f"{key}={value}" for key, value in config.items() if key not in constants)
-        answer_names.append(f"searched {label}")
+        answer_names.append(searched_name(config, space))
         context.models.setdefault(answer_names[-1], ("searched", tuple(space.overrides(config))))
     if answer_names:  # the candidate is chosen here, by the search's own seeds, never by the comparison's
         context.searched = [answer_names[_lowest_error(answer)]]
@@ -69,6 +67,12 @@ def run(context: StudyContext) -> StageReport:
         {"search_front": context.output_dir / "search_front.png"},
         math.nan,
     )
+
+
+def searched_name(config: dict, space: SearchSpace) -> str:
+    """The name a study gives a searched configuration of ``space``: its values, less the space's constants."""
+    constants = {name for name, hp in space.configspace.items() if hasattr(hp, "value")}
+    return "searched " + " ".join(f"{key}={value}" for key, value in config.items() if key not in constants)
 
 
 def _lowest_error(answer: pd.DataFrame) -> int:
