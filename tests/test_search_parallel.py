@@ -59,7 +59,8 @@ def test_two_local_dask_workers_evaluate_trials_concurrently(tmp_path, monkeypat
     assert any(next_start < end for (_, end), (next_start, _) in itertools.pairwise(intervals))
     # one thread per trial, and glibc's own memory trimming: Dask's MALLOC_TRIM_THRESHOLD_=65536 trains 2x slower
     environ = [json.loads(path.read_text()) for path in tmp_path.glob("environ-*.json")]
-    assert environ and all(value == {"OMP_NUM_THREADS": "1", "MALLOC_TRIM_THRESHOLD_": None} for value in environ)
+    share = str(max(1, parallel.available_cores() // 2))  # the machine's cores shared by the 2 workers
+    assert environ and all(value == {"OMP_NUM_THREADS": share, "MALLOC_TRIM_THRESHOLD_": None} for value in environ)
     assert os.environ["MALLOC_TRIM_THRESHOLD_"] == "65536"  # this process's environment is given back
 
 
@@ -73,6 +74,47 @@ def external_scheduler():
         LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster,
     ):
         yield cluster.scheduler_address
+
+
+def _torch_threads():
+    import torch
+
+    return torch.get_num_threads()
+
+
+def test_a_call_alone_on_a_local_pool_trains_with_every_core_the_others_with_a_workers_share(monkeypatch):
+    """A stage of one run (e.g. a study's sweep of one model) is not held to one worker's share of the cores, unless
+    the environment pins the threads (as runs compared across pools do)."""
+    cores = parallel.available_cores()
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    with open_pool(2) as pool:
+        pool.submit("shared", _torch_threads)
+        assert pool.next_finished() == ("shared", max(1, cores // 2), None)
+        pool.submit("alone", _torch_threads, alone=True)
+        assert pool.next_finished() == ("alone", cores, None)
+        pool.submit("after", _torch_threads)  # the worker's own share again
+        assert pool.next_finished() == ("after", max(1, cores // 2), None)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    with open_pool(2) as pool:
+        pool.submit("pinned", _torch_threads, alone=True)
+        assert pool.next_finished() == ("pinned", 1, None)
+
+
+def test_train_all_submits_only_a_last_run_with_nothing_else_running_alone(tmp_path):
+    from fairnas.tasks.run_pool import Job, train_all
+
+    class Recording(parallel.InlinePool):
+        capacity = 2
+        submitted: list = []
+
+        def submit(self, token, fn, *args, alone=False):
+            self.submitted.append((token, alone))
+            super().submit(token, lambda *_: {"error": "not trained"}, *args)
+
+    pool = Recording()
+    train_all({"only": Job(tmp_path / "a", [])}, lambda: pool, "one")
+    train_all({"first": Job(tmp_path / "b", []), "second": Job(tmp_path / "c", [])}, lambda: pool, "two")
+    assert pool.submitted == [("only", True), ("first", False), ("second", False)]
 
 
 @pytest.mark.parametrize("connection", ["address", "scheduler_file"])

@@ -1,14 +1,20 @@
 """Where trials run: in this process, on a local Dask cluster, or on an existing Dask scheduler.
 
-Local Dask workers are started non-daemonic (``distributed.worker.daemon: False``) so a trial can
-start DataLoader worker processes. Workers of an external cluster need the same setting in their
-own Dask config (e.g. ``DASK_DISTRIBUTED__WORKER__DAEMON=False``). A trial whose worker process
-dies (e.g. killed for memory) comes back as an error and is recorded as crashed. Their environment is Dask's
-(``OMP_NUM_THREADS=1``: one thread per trial) without its ``MALLOC_TRIM_THRESHOLD_=65536``, which makes glibc hand
-every freed tensor back to the system: PyTorch then trains on the CPU about 2x slower (``bench/worker_speed.py``).
-Dask's nanny writes its start variables into the environment of the process that runs it, so an earlier Dask
-cluster of the same process leaves the variable there; the pool takes it out of that environment while its workers
-start and puts it back afterwards.
+Local Dask workers are started non-daemonic (``distributed.worker.daemon: False``) so a trial can start DataLoader
+worker processes. Workers of an external cluster need the same setting in their own Dask config (e.g.
+``DASK_DISTRIBUTED__WORKER__DAEMON=False``). A trial whose worker process dies (e.g. killed for memory) comes back as
+an error and is recorded as crashed.
+
+A local worker's environment is Dask's with two changes:
+
+- the machine's cores are shared among the workers: ``OMP_NUM_THREADS`` (and its MKL and OpenBLAS twins) is the
+  cores this process may use // ``n_workers``, where Dask gives every worker 1 (a value this process's environment
+  holds wins, as Dask reads it). A call submitted ``alone`` (nothing else runs or is left to run, e.g. a stage of one
+  run) trains with all of those cores (or with ``OMP_NUM_THREADS`` threads, when this process's environment sets it);
+- Dask's ``MALLOC_TRIM_THRESHOLD_=65536`` is left out: it makes glibc hand every freed tensor back to the system, and
+  PyTorch then trains on the CPU about 2x slower (``bench/worker_speed.py``). Dask's nanny writes its start
+  variables into the environment of the process that runs it, so an earlier Dask cluster of the same process leaves
+  the variable there; the pool takes it out of that environment while its workers start, and puts it back after.
 
 An existing scheduler sets the concurrency itself: as many trials run at once as its workers have threads, counted
 again whenever a trial finishes (so worker jobs that start later are used from the next finished trial on), and at
@@ -37,7 +43,26 @@ CAPACITY_RECHECK_S = 10.0
 """Seconds a pool on an existing scheduler waits for a finished call before its caller counts the workers again."""
 NO_MALLOC_TRIM = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
 """The Dask setting that starts workers without ``MALLOC_TRIM_THRESHOLD_`` (None unsets it) and keeps the rest of
-Dask's start environment (``OMP_NUM_THREADS=1``, ...)."""
+Dask's start environment."""
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+"""The variables that size a worker's math libraries' thread pools (PyTorch reads ``OMP_NUM_THREADS``)."""
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity, as a SLURM job's or a container's limit sets it)."""
+    return len(os.sched_getaffinity(0))
+
+
+def with_threads(threads: int, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` with PyTorch's intra-op threads set to ``threads``, then set back."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return fn(*args)
+    finally:
+        torch.set_num_threads(before)
 
 
 @contextlib.contextmanager
@@ -58,7 +83,9 @@ class TrialPool(Protocol):
     @property
     def capacity(self) -> int: ...
 
-    def submit(self, token: Any, fn: Callable[..., Any], *args: Any) -> None: ...
+    def submit(self, token: Any, fn: Callable[..., Any], *args: Any, alone: bool = False) -> None:
+        """Start ``fn(*args)``; ``alone``: nothing else runs or is left to run, so it may take every core."""
+        ...
 
     def next_finished(self) -> tuple[Any, Any, BaseException | None] | None:
         """Block until a call finishes; return (token, result, None) or (token, None, error). A pool whose capacity
@@ -77,7 +104,7 @@ class InlinePool:
     def __init__(self) -> None:
         self._queue: deque[tuple[Any, Callable[..., Any], tuple]] = deque()
 
-    def submit(self, token: Any, fn: Callable[..., Any], *args: Any) -> None:
+    def submit(self, token: Any, fn: Callable[..., Any], *args: Any, alone: bool = False) -> None:
         self._queue.append((token, fn, args))
 
     def next_finished(self) -> tuple[Any, Any, BaseException | None]:
@@ -89,15 +116,18 @@ class InlinePool:
 
 
 class DaskPool:
-    """Runs up to ``capacity`` calls at once on a Dask cluster: ``workers`` of them on a cluster this process started,
-    else as many as the scheduler's workers have threads now, and at least ``at_least``."""
+    """Runs up to ``capacity`` calls at once on a Dask cluster: ``workers`` of them on a cluster this process started
+    (where a call submitted ``alone`` trains with ``alone_threads``), else as many as the scheduler's workers have
+    threads now, and at least ``at_least``."""
 
-    def __init__(self, client: Any, workers: int | None = None, *, at_least: int = 1):
-        self._workers, self._at_least = workers, at_least
+    def __init__(self, client: Any, workers: int | None = None, *, at_least: int = 1, alone_threads: int | None = None):
+        self._workers, self._at_least, self._alone_threads = workers, at_least, alone_threads
         self._client = client
         self._running: dict[Any, Any] = {}  # future -> token, in submission order
 
-    def submit(self, token: Any, fn: Callable[..., Any], *args: Any) -> None:
+    def submit(self, token: Any, fn: Callable[..., Any], *args: Any, alone: bool = False) -> None:
+        if alone and self._alone_threads is not None:  # more than a local worker's share of the cores
+            fn, args = with_threads, (self._alone_threads, fn, *args)
         self._running[self._client.submit(fn, *args, pure=False)] = token
 
     def next_finished(self) -> tuple[Any, Any, BaseException | None] | None:
@@ -171,6 +201,10 @@ def open_pool(
         with connect(dask_address, dask_scheduler_file, timeout, tls=tls, insecure=insecure) as client:
             yield DaskPool(client, at_least=n_workers)
         return
+    cores = available_cores()
+    pinned = os.environ.get("OMP_NUM_THREADS", "")  # read before the nanny writes the workers' share here
+    alone_threads = int(pinned) if pinned.isdigit() and int(pinned) > 0 else cores
+    share = {f"distributed.nanny.pre-spawn-environ.{name}": max(1, cores // n_workers) for name in THREAD_VARIABLES}
     with (
         # non-daemonic workers (also those the nanny restarts); a trial that kills its worker is
         # recorded as crashed instead of being retried on the next worker
@@ -179,13 +213,14 @@ def open_pool(
                 "distributed.worker.daemon": False,
                 "distributed.scheduler.allowed-failures": 0,
                 **NO_MALLOC_TRIM,
+                **share,
             }
         ),
         environment_without(NO_MALLOC_TRIM),
         LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
         Client(cluster) as client,
     ):
-        yield DaskPool(client, n_workers)
+        yield DaskPool(client, n_workers, alone_threads=alone_threads)
 
 
 def connect(

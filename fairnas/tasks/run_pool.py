@@ -62,7 +62,8 @@ def train_all(jobs: Mapping[Hashable, Job], pool: Callable[[], TrialPool], label
             key = queue.pop(0)
             job = jobs[key]
             started[key] = time.perf_counter()
-            workers.submit(key, train_run, job.run_dir, job.overrides, job.same_config)
+            alone = not len(workers) and not queue  # e.g. a stage of one run: it may take every core
+            workers.submit(key, train_run, job.run_dir, job.overrides, job.same_config, alone=alone)
         finished = workers.next_finished()
         if finished is None:  # nothing finished yet: fill the workers that joined
             continue
