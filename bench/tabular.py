@@ -18,7 +18,7 @@ the whole space (``--anchor-fixed`` gives what that table holds fixed outside it
 whole space, from which a surrogate is fitted::
 
     OMP_NUM_THREADS=1 python bench/tabular.py build --name dpn_paper_sampled --seeds 2 \\
-        --space searchspaces/dpn_paper_group_sampling.yaml --sobol 256 \\
+        --space searchspaces/dpn_paper_group_sampling.yaml --sobol 128 \\
         --anchors searchspaces/dpn_table.yaml --anchor-fixed optimizer=adamw --shard 0/2    # and --shard 1/2
 
 Runs live in ``outputs/tabular/<name>/<config id>/seed<s>/`` of the repository (``--work-dir``).
