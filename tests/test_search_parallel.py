@@ -40,6 +40,7 @@ def _recording_target(config, seed, budget, *, log_dir, seconds=0.3):
 def test_two_local_dask_workers_evaluate_trials_concurrently(tmp_path, monkeypatch):
     # as an earlier Dask cluster of this process leaves it (its nanny writes its start variables here)
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
+    threads_before, hash_seed_before = os.environ.get("OMP_NUM_THREADS"), os.environ.get("PYTHONHASHSEED")
     log_dir = tmp_path / "calls"
     log_dir.mkdir()
     result = run_search(
@@ -61,7 +62,9 @@ def test_two_local_dask_workers_evaluate_trials_concurrently(tmp_path, monkeypat
     environ = [json.loads(path.read_text()) for path in tmp_path.glob("environ-*.json")]
     share = str(max(1, parallel.available_cores() // 2))  # the machine's cores shared by the 2 workers
     assert environ and all(value == {"OMP_NUM_THREADS": share, "MALLOC_TRIM_THRESHOLD_": None} for value in environ)
-    assert os.environ["MALLOC_TRIM_THRESHOLD_"] == "65536"  # this process's environment is given back
+    # this process's environment is given back as it was
+    assert os.environ["MALLOC_TRIM_THRESHOLD_"] == "65536" and os.environ.get("OMP_NUM_THREADS") == threads_before
+    assert os.environ.get("PYTHONHASHSEED") == hash_seed_before  # Dask's nanny writes 6640 over an unset or 0
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,11 @@ A local worker's environment is Dask's with two changes:
   holds wins, as Dask reads it). A call submitted ``alone`` (nothing else runs or is left to run, e.g. a stage of one
   run) trains with all of those cores (or with ``OMP_NUM_THREADS`` threads, when this process's environment sets it);
 - Dask's ``MALLOC_TRIM_THRESHOLD_=65536`` is left out: it makes glibc hand every freed tensor back to the system, and
-  PyTorch then trains on the CPU about 2x slower (``bench/worker_speed.py``). Dask's nanny writes its start
-  variables into the environment of the process that runs it, so an earlier Dask cluster of the same process leaves
-  the variable there; the pool takes it out of that environment while its workers start, and puts it back after.
+  PyTorch then trains on the CPU about 2x slower (``bench/worker_speed.py``).
+
+Dask's nanny writes its workers' start variables into the environment of the process that runs it, which the workers
+it spawns later inherit; so an earlier Dask cluster of the same process leaves ``MALLOC_TRIM_THRESHOLD_`` there. The
+pool takes that variable out while its workers start, and puts every such variable back as it was when it closes.
 
 An existing scheduler sets the concurrency itself: as many trials run at once as its workers have threads, counted
 again whenever a trial finishes (so worker jobs that start later are used from the next finished trial on), and at
@@ -32,7 +34,7 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -66,15 +68,21 @@ def with_threads(threads: int, fn: Callable[..., Any], *args: Any) -> Any:
 
 
 @contextlib.contextmanager
-def environment_without(unset: dict[str, Any]) -> Iterator[None]:
-    """This process's environment, inherited by the workers it spawns, without the variables that ``unset`` maps to
-    None (its keys are Dask settings ending in the variable's name); restored on exit."""
-    names = [key.rsplit(".", 1)[-1] for key, value in unset.items() if value is None]
-    saved = {name: os.environ.pop(name) for name in names if name in os.environ}
+def environment_restored(names: Iterable[str], unset: Iterable[str] = ()) -> Iterator[None]:
+    """This process's environment variables ``names`` put back as they were before the block, and ``unset`` taken out
+    during it: Dask's nanny writes its workers' start variables into the environment of the process that runs it,
+    and the workers spawned here inherit that environment."""
+    before = {name: os.environ.get(name) for name in [*names, *unset]}
+    for name in unset:
+        os.environ.pop(name, None)
     try:
         yield
     finally:
-        os.environ.update(saved)
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 class TrialPool(Protocol):
@@ -205,6 +213,7 @@ def open_pool(
     pinned = os.environ.get("OMP_NUM_THREADS", "")  # read before the nanny writes the workers' share here
     alone_threads = int(pinned) if pinned.isdigit() and int(pinned) > 0 else cores
     share = {f"distributed.nanny.pre-spawn-environ.{name}": max(1, cores // n_workers) for name in THREAD_VARIABLES}
+    trim = {key.rsplit(".", 1)[-1]: value for key, value in NO_MALLOC_TRIM.items()}  # variable name -> setting
     with (
         # non-daemonic workers (also those the nanny restarts); a trial that kills its worker is
         # recorded as crashed instead of being retried on the next worker
@@ -216,7 +225,8 @@ def open_pool(
                 **share,
             }
         ),
-        environment_without(NO_MALLOC_TRIM),
+        # the nanny also sets PYTHONHASHSEED (to 6640 where it is unset or 0) for its workers' consistent hashing
+        environment_restored([*THREAD_VARIABLES, *trim, "PYTHONHASHSEED"], unset=[k for k in trim if trim[k] is None]),
         LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
         Client(cluster) as client,
     ):
