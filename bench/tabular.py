@@ -138,8 +138,8 @@ def sampled_configs(args: argparse.Namespace) -> list[dict] | None:
 def live_checks(args: argparse.Namespace) -> list[pd.DataFrame]:
     """The surrogate of ``--name`` (one per split) read against each of ``--studies``, whose search space is
     ``--anchors`` (named in the table's space with ``--anchor-fixed``), and ``--default`` the default model."""
-    if not args.studies or args.anchors is None:
-        raise SystemExit("live-check: give --studies and the studies' search space as --anchors")
+    if not args.studies or args.anchors is None or not args.default:
+        raise SystemExit("live-check: give --studies, the studies' search space as --anchors, and --default")
     table, spec = load_table(args.name, args.tables)
     space, study_space = load_space(SPACES_DIR.parent / spec["space"]), load_space(args.anchors)
     surrogates = {
@@ -148,17 +148,24 @@ def live_checks(args: argparse.Namespace) -> list[pd.DataFrame]:
     }
     fixed = parse_fixed(args.anchor_fixed)
     rename = functools.partial(renamed, table_space=study_space, space=space, fixed=fixed)
-    default = renamed(parse_fixed(args.default), space, space, {})
+    default = parse_fixed(args.default, "--default")
+    unknown = sorted(set(default) - set(space.keys))
+    if unknown:
+        raise SystemExit(f"--default: {unknown} name no hyperparameter of {sorted(space.keys)}")
+    try:
+        default = renamed(default, space, space, {})
+    except ValueError as error:
+        raise SystemExit(f"--default: {error}") from None
     return [live_check.live_check(surrogates, study, study_space, rename, default) for study in args.studies]
 
 
-def parse_fixed(pairs: Sequence[str]) -> dict[str, object]:
-    """``NAME=VALUE`` pairs, each value read as YAML (``adamw``, ``0.003``, ``2``)."""
+def parse_fixed(pairs: Sequence[str], option: str = "--anchor-fixed") -> dict[str, object]:
+    """``NAME=VALUE`` pairs of ``option``, each value read as YAML (``adamw``, ``0.003``, ``2``)."""
     fixed = {}
     for pair in pairs:
         name, equals, value = pair.partition("=")
         if not equals or not name:
-            raise SystemExit(f"--anchor-fixed: {pair!r} is not NAME=VALUE")
+            raise SystemExit(f"{option}: {pair!r} is not NAME=VALUE")
         fixed[name] = yaml.safe_load(value)
     return fixed
 

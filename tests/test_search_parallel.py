@@ -40,7 +40,8 @@ def _recording_target(config, seed, budget, *, log_dir, seconds=0.3):
 def test_two_local_dask_workers_evaluate_trials_concurrently(tmp_path, monkeypatch):
     # as an earlier Dask cluster of this process leaves it (its nanny writes its start variables here)
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
-    threads_before, hash_seed_before = os.environ.get("OMP_NUM_THREADS"), os.environ.get("PYTHONHASHSEED")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # unpinned: the workers share the cores
+    hash_seed_before = os.environ.get("PYTHONHASHSEED")
     log_dir = tmp_path / "calls"
     log_dir.mkdir()
     result = run_search(
@@ -58,12 +59,13 @@ def test_two_local_dask_workers_evaluate_trials_concurrently(tmp_path, monkeypat
     assert all(daemon == "False" for _, daemon, _, _ in calls)  # DataLoader workers may start
     intervals = sorted((float(start), float(end)) for _, _, start, end in calls)
     assert any(next_start < end for (_, end), (next_start, _) in itertools.pairwise(intervals))
-    # one thread per trial, and glibc's own memory trimming: Dask's MALLOC_TRIM_THRESHOLD_=65536 trains 2x slower
+    # the cores shared by the workers, and glibc's own memory trimming: Dask's MALLOC_TRIM_THRESHOLD_=65536 trains
+    # 2x slower
     environ = [json.loads(path.read_text()) for path in tmp_path.glob("environ-*.json")]
     share = str(max(1, parallel.available_cores() // 2))  # the machine's cores shared by the 2 workers
     assert environ and all(value == {"OMP_NUM_THREADS": share, "MALLOC_TRIM_THRESHOLD_": None} for value in environ)
     # this process's environment is given back as it was
-    assert os.environ["MALLOC_TRIM_THRESHOLD_"] == "65536" and os.environ.get("OMP_NUM_THREADS") == threads_before
+    assert os.environ["MALLOC_TRIM_THRESHOLD_"] == "65536" and "OMP_NUM_THREADS" not in os.environ
     assert os.environ.get("PYTHONHASHSEED") == hash_seed_before  # Dask's nanny writes 6640 over an unset or 0
 
 
@@ -88,22 +90,31 @@ def _torch_threads():
 def test_a_call_alone_on_a_local_pool_trains_with_every_core_the_others_with_a_workers_share(monkeypatch):
     """A stage of one run (e.g. a study's sweep of one model) is not held to one worker's share of the cores, unless
     the environment pins the threads (as runs compared across pools do)."""
-    cores = parallel.available_cores()
+    cores = 4  # as on a machine of 4 cores, so that a share (2) and every core differ on any machine
+    monkeypatch.setattr(parallel, "available_cores", lambda: cores)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     with open_pool(2) as pool:
         pool.submit("shared", _torch_threads)
-        assert pool.next_finished() == ("shared", max(1, cores // 2), None)
+        assert pool.next_finished() == ("shared", 2, None)
         pool.submit("alone", _torch_threads, alone=True)
         assert pool.next_finished() == ("alone", cores, None)
-        pool.submit("after", _torch_threads)  # the worker's own share again
-        assert pool.next_finished() == ("after", max(1, cores // 2), None)
+        pool.submit("after", _torch_threads)  # either worker: its own share again
+        assert pool.next_finished() == ("after", 2, None)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     with open_pool(2) as pool:
         pool.submit("pinned", _torch_threads, alone=True)
         assert pool.next_finished() == ("pinned", 1, None)
 
 
-def test_train_all_submits_only_a_last_run_with_nothing_else_running_alone(tmp_path):
+def test_with_threads_sets_the_threads_for_the_call_and_back():
+    import torch
+
+    before = torch.get_num_threads()
+    assert parallel.with_threads(before + 1, _torch_threads) == before + 1
+    assert torch.get_num_threads() == before
+
+
+def test_train_all_submits_the_only_run_of_a_call_alone(tmp_path, monkeypatch):
     from fairnas.tasks.run_pool import Job, train_all
 
     class Recording(parallel.InlinePool):
@@ -117,7 +128,12 @@ def test_train_all_submits_only_a_last_run_with_nothing_else_running_alone(tmp_p
     pool = Recording()
     train_all({"only": Job(tmp_path / "a", [])}, lambda: pool, "one")
     train_all({"first": Job(tmp_path / "b", []), "second": Job(tmp_path / "c", [])}, lambda: pool, "two")
-    assert pool.submitted == [("only", True), ("first", False), ("second", False)]
+    # resumed: one run read back, one left; it trains as it would have uninterrupted, with a worker's share
+    monkeypatch.setattr("fairnas.tasks.run_pool.train_run", lambda run_dir, *_: {"read": "back"})
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "metrics.json").write_text("{}")
+    train_all({"done": Job(tmp_path / "d", []), "left": Job(tmp_path / "e", [])}, lambda: pool, "resumed")
+    assert pool.submitted == [("only", True), ("first", False), ("second", False), ("left", False)]
 
 
 @pytest.mark.parametrize("connection", ["address", "scheduler_file"])

@@ -31,8 +31,9 @@ STAGES = ("noise", "sweep", "search", "final", "mitigations", "robustness", "tra
 
 
 def study(out: Path, cache_dir: Path, *overrides: str, base: list[str] = SMOKE) -> subprocess.CompletedProcess:
-    # One thread per run, as Dask's workers train (its nanny sets OMP_NUM_THREADS=1): float reductions split over
-    # other thread counts round differently, which moves a near-chance smoke model by a probe or more.
+    # One thread per run in every pool (a local pool's workers, and a run alone in its pool, take OMP_NUM_THREADS
+    # from the environment): float reductions split over other thread counts round differently, which moves a
+    # near-chance smoke model by a probe or more.
     env = {
         **os.environ,
         "FAIRNAS_CACHE_DIR": str(cache_dir),

@@ -357,3 +357,30 @@ def test_live_check_names_a_study_folder_without_runs(tables, tmp_path):
     space = load_space(SPACE)
     with pytest.raises(ValueError, match=r"runs.csv does not exist"):
         live_check({}, tmp_path, space, dict, LIVE_DEFAULT)
+
+
+def test_live_check_leaves_out_missing_values_and_leads_the_seeds_cannot_tell(surrogate, tmp_path):
+    import functools
+
+    from fairnas.benchmarks.design import renamed
+    from fairnas.benchmarks.live_check import LEAD, live_check, summary
+
+    searched = {"group_alpha": 1.0, "head": "cosface", "lr": 0.003, "op0": 0, "op1": 0, "op2": 0}
+    write_study(tmp_path / "study", searched, range(14, 18), np.random.default_rng(2))
+    runs = pd.read_csv(tmp_path / "study" / "runs.csv")
+    # the default model trained seeds 14-15, the searched one 16-17, and one of its runs has no value
+    default_seeds, searched_seeds = runs["seed"].isin([14, 15]), runs["seed"].isin([16, 17])
+    runs = runs[(runs["kind"] == "default") & default_seeds | (runs["kind"] == "searched") & searched_seeds].copy()
+    runs.loc[(runs["kind"] == "searched") & (runs["seed"] == 17), "val/error"] = np.nan
+    runs.to_csv(tmp_path / "study" / "runs.csv", index=False)
+    table_space = load_space(SPACES_DIR / "dpn_table.yaml")
+    rename = functools.partial(renamed, table_space=table_space, space=load_space(SPACE), fixed={"optimizer": "adamw"})
+    check = live_check({"val": surrogate}, tmp_path / "study", table_space, rename, LIVE_DEFAULT)
+    rows = check.set_index(["model", "objective"])
+    assert rows.loc[("searched", "val/error"), "n"] == 1 and np.isnan(
+        rows.loc[("searched", "val/error"), "measured_se"]
+    )
+    assert rows.loc[("searched", "val/rank_disparity"), "n"] == 2
+    lead = rows.loc[(LEAD, "val/error")]
+    assert lead["n"] == 0 and pd.isna(lead["agree"]) and pd.isna(lead["in_measured_ci"])  # no seed trained by both
+    assert "agrees in sign: 0 of 0" in summary([check])

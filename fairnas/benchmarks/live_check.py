@@ -7,8 +7,10 @@ predicted mean and seed s.d. at the last epoch; z, the measured mean's distance 
 s.e. an n-seed mean would have under the predicted noise (the mean model's error, which grows in z with the seeds);
 and the run coverage, the share of the fresh runs inside the 90 % interval a simulated run is drawn from. For
 the searched answer minus the default model, paired by seed: the measured difference and its s.e. beside the
-predicted one, whether the two agree in sign (the surrogate's verdict on "the search beat the default") and whether
-the prediction lies inside the measured difference's 95 % t-interval.
+predicted one (the difference of the predicted means), whether the two agree in sign (the surrogate's verdict on "the
+search beat the default") and whether the prediction lies inside the measured difference's 95 % t-interval, judged
+as the study judges its claims (:func:`fairnas.study.inference.paired_test`). Missing values are left out; where
+one paired seed or none cannot tell, those two are empty.
 """
 
 from __future__ import annotations
@@ -23,11 +25,15 @@ import pandas as pd
 from scipy import stats
 
 from fairnas.benchmarks.surrogate import INTERVAL, Surrogate
+from fairnas.groups import mean_se
 from fairnas.search import SearchSpace
+from fairnas.study.inference import paired_test
 from fairnas.study.stages.search import searched_name
 
 DEFAULT_KIND = "default"
 """The kind ``study.py`` gives its default model in ``runs.csv``."""
+LEAD = "searched - default"
+"""The model column of the rows of the searched answer's lead over the default model."""
 
 
 def live_check(
@@ -54,13 +60,13 @@ def live_check(
         models = {"searched": (searched, in_table_space(config)), "default": (baseline, dict(default))}
         for split, surrogate in surrogates.items():
             predicted = {name: _predicted(surrogate, model_config) for name, (_, model_config) in models.items()}
-            lead = predicted["searched"] - predicted["default"]
             for k, objective in enumerate(surrogate.objectives):
                 column = f"{split}/{objective}"
                 for name, (measured, _) in models.items():
-                    rows.append(_row(study.name, name, column, measured[column], *predicted[name][:, k]))
-                paired = (searched[column] - baseline[column]).dropna()
-                rows.append(_row(study.name, "searched - default", column, paired, *lead[:, k]))
+                    rows.append(_model_row(study.name, name, column, measured[column], *predicted[name][:, k]))
+                paired = (searched[column] - baseline[column]).dropna()  # seeds both trained
+                lead = predicted["searched"][0, k] - predicted["default"][0, k]
+                rows.append(_lead_row(study.name, column, paired, lead))
     if not rows:
         raise ValueError(f"{study}: no final-stage runs of its search's answer and of its default model in runs.csv")
     return pd.DataFrame(rows)
@@ -71,19 +77,45 @@ def _predicted(surrogate: Surrogate, config: Mapping[str, Any]) -> np.ndarray:
     return np.stack([surrogate.mean([config])[0, -1], surrogate.noise_sd([config])[0, -1]])
 
 
-def _row(study: str, model: str, column: str, values: pd.Series, predicted: float, sd: float) -> dict[str, Any]:
-    n = len(values)
-    mean, se = float(values.mean()), float(values.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
-    row = {"study": study, "model": model, "objective": column, "n": n, "measured": mean, "measured_se": se}
-    row["predicted"] = predicted
-    if model == "searched - default":
-        row["agree"] = bool(np.sign(predicted) == np.sign(mean))
-        row["in_measured_ci"] = bool(abs(predicted - mean) <= stats.t.ppf(0.975, n - 1) * se) if n > 1 else False
-        return row
-    row["predicted_sd"] = sd
-    row["z"] = (mean - predicted) / (sd / np.sqrt(n))
-    row["run_coverage"] = float((abs(values - predicted) <= stats.norm.ppf(0.5 + INTERVAL / 2) * sd).mean())
-    return row
+def _model_row(study: str, model: str, column: str, values: pd.Series, predicted: float, sd: float) -> dict[str, Any]:
+    values = values.dropna()
+    n, (mean, se) = len(values), mean_se(values)
+    z = (mean - predicted) / (sd / np.sqrt(n)) if n else np.nan
+    inside = abs(values - predicted) <= stats.norm.ppf(0.5 + INTERVAL / 2) * sd
+    coverage = float(inside.mean()) if n else np.nan
+    return {
+        "study": study,
+        "model": model,
+        "objective": column,
+        "n": n,
+        "measured": mean,
+        "measured_se": se,
+        "predicted": predicted,
+        "predicted_sd": sd,
+        "z": z,
+        "run_coverage": coverage,
+    }
+
+
+def _lead_row(study: str, column: str, differences: pd.Series, predicted: float) -> dict[str, Any]:
+    """The searched answer's lead over the default model, measured (:func:`~fairnas.study.inference.paired_test`,
+    as the study's claims are judged) and predicted; ``agree`` and ``in_measured_ci`` are None where the seeds
+    cannot tell (no paired seed, or one)."""
+    test = paired_test(differences.to_numpy())
+    agree = None if np.isnan(test.effect) else bool(np.sign(predicted) == np.sign(test.effect))
+    inside = None if np.isnan(test.ci_low) else bool(test.ci_low <= predicted <= test.ci_high)
+    se = test.sd / np.sqrt(test.n) if test.n > 1 else np.nan
+    return {
+        "study": study,
+        "model": LEAD,
+        "objective": column,
+        "n": test.n,
+        "measured": test.effect,
+        "measured_se": se,
+        "predicted": predicted,
+        "agree": agree,
+        "in_measured_ci": inside,
+    }
 
 
 def _read(path: Path) -> pd.DataFrame:
@@ -93,13 +125,17 @@ def _read(path: Path) -> pd.DataFrame:
 
 
 def summary(checks: Sequence[pd.DataFrame]) -> str:
-    """The share of the fresh runs inside a simulated run's 90 % interval, and how often the surrogate's sign of the
-    searched answer's lead agreed with the measured one."""
+    """The share of the fresh runs' values inside a simulated run's 90 % interval, and how often the surrogate's sign
+    of the searched answer's lead agreed with the measured one (leads the seeds cannot tell are left out)."""
     table = pd.concat(checks, ignore_index=True)
-    models, leads = table[table["model"] != "searched - default"], table[table["model"] == "searched - default"]
-    runs = float((models["run_coverage"] * models["n"]).sum() / models["n"].sum())
+    models, leads = table[table["model"] != LEAD], table[table["model"] == LEAD]
+    counted = models[models["n"] > 0]
+    coverage = float((counted["run_coverage"] * counted["n"]).sum() / counted["n"].sum())
+    told = leads.dropna(subset=["agree"])
+    in_ci = leads.dropna(subset=["in_measured_ci"])
     return (
-        f"fresh runs inside a simulated run's {INTERVAL:.0%} interval: {runs:.2f} (of {int(models['n'].sum())}); "
-        f"the searched answer's lead over the default model agrees in sign: {int(leads['agree'].sum())} of "
-        f"{len(leads)}, and lies in the measured 95 % interval: {int(leads['in_measured_ci'].sum())} of {len(leads)}"
+        f"fresh runs' values (runs x objectives x splits) inside a simulated run's {INTERVAL:.0%} interval: "
+        f"{coverage:.2f} of {int(counted['n'].sum())}; the searched answer's lead over the default model agrees in "
+        f"sign: {int(told['agree'].astype(bool).sum())} of {len(told)}, and its prediction lies in the measured 95 % "
+        f"interval: {int(in_ci['in_measured_ci'].astype(bool).sum())} of {len(in_ci)}"
     )

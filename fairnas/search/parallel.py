@@ -9,8 +9,8 @@ A local worker's environment is Dask's with two changes:
 
 - the machine's cores are shared among the workers: ``OMP_NUM_THREADS`` (and its MKL and OpenBLAS twins) is the
   cores this process may use // ``n_workers``, where Dask gives every worker 1 (a value this process's environment
-  holds wins, as Dask reads it). A call submitted ``alone`` (nothing else runs or is left to run, e.g. a stage of one
-  run) trains with all of those cores (or with ``OMP_NUM_THREADS`` threads, when this process's environment sets it);
+  holds wins, as Dask reads it). A call submitted ``alone`` (the only run of its batch, e.g. a study stage of one run)
+  trains with all of those cores (or with ``OMP_NUM_THREADS`` threads, when this process's environment sets it);
 - Dask's ``MALLOC_TRIM_THRESHOLD_=65536`` is left out: it makes glibc hand every freed tensor back to the system, and
   PyTorch then trains on the CPU about 2x slower (``bench/worker_speed.py``).
 
@@ -85,6 +85,16 @@ def environment_restored(names: Iterable[str], unset: Iterable[str] = ()) -> Ite
                 os.environ[name] = value
 
 
+def spawn_variables() -> tuple[list[str], list[str]]:
+    """The variables a local Dask cluster's nanny writes into this process's environment under the current Dask
+    config (``distributed.nanny.pre-spawn-environ``, and ``PYTHONHASHSEED``, which it sets to 6640 where it is unset
+    or 0 for its workers' consistent hashing), and those of them the config unsets (None)."""
+    import dask
+
+    settings = dask.config.get("distributed.nanny.pre-spawn-environ")
+    return [*settings, "PYTHONHASHSEED"], [name for name, value in settings.items() if value is None]
+
+
 class TrialPool(Protocol):
     """Runs submitted calls and hands back results as they finish, ``capacity`` of them at once."""
 
@@ -92,7 +102,7 @@ class TrialPool(Protocol):
     def capacity(self) -> int: ...
 
     def submit(self, token: Any, fn: Callable[..., Any], *args: Any, alone: bool = False) -> None:
-        """Start ``fn(*args)``; ``alone``: nothing else runs or is left to run, so it may take every core."""
+        """Start ``fn(*args)``; ``alone``: the only call of its batch, so it may take every core."""
         ...
 
     def next_finished(self) -> tuple[Any, Any, BaseException | None] | None:
@@ -213,7 +223,6 @@ def open_pool(
     pinned = os.environ.get("OMP_NUM_THREADS", "")  # read before the nanny writes the workers' share here
     alone_threads = int(pinned) if pinned.isdigit() and int(pinned) > 0 else cores
     share = {f"distributed.nanny.pre-spawn-environ.{name}": max(1, cores // n_workers) for name in THREAD_VARIABLES}
-    trim = {key.rsplit(".", 1)[-1]: value for key, value in NO_MALLOC_TRIM.items()}  # variable name -> setting
     with (
         # non-daemonic workers (also those the nanny restarts); a trial that kills its worker is
         # recorded as crashed instead of being retried on the next worker
@@ -225,8 +234,7 @@ def open_pool(
                 **share,
             }
         ),
-        # the nanny also sets PYTHONHASHSEED (to 6640 where it is unset or 0) for its workers' consistent hashing
-        environment_restored([*THREAD_VARIABLES, *trim, "PYTHONHASHSEED"], unset=[k for k in trim if trim[k] is None]),
+        environment_restored(*spawn_variables()),
         LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
         Client(cluster) as client,
     ):

@@ -55,14 +55,22 @@ def train_all(jobs: Mapping[Hashable, Job], pool: Callable[[], TrialPool], label
     if not pending:
         return results
     workers, queue = pool(), list(pending)
-    log.info("%s: %d runs to train (%d read back)", label, len(pending), len(jobs) - len(pending))
+    # a call of one run may take every core of a local pool; decided by the call's runs, not by the ones left to
+    # train, so that a resumed call trains with the threads an uninterrupted one would (their floats round alike)
+    alone = len(jobs) == 1
+    log.info(
+        "%s: %d runs to train (%d read back)%s",
+        label,
+        len(pending),
+        len(jobs) - len(pending),
+        ", alone in the pool: every core" if alone else "",
+    )
     started: dict[Hashable, float] = {}
     while queue or len(workers):
         while queue and len(workers) < workers.capacity:
             key = queue.pop(0)
             job = jobs[key]
             started[key] = time.perf_counter()
-            alone = not len(workers) and not queue  # e.g. a stage of one run: it may take every core
             workers.submit(key, train_run, job.run_dir, job.overrides, job.same_config, alone=alone)
         finished = workers.next_finished()
         if finished is None:  # nothing finished yet: fill the workers that joined
