@@ -38,12 +38,11 @@ import yaml
 from fairnas.benchmarks import live_check
 from fairnas.benchmarks.cli import parse_shard
 from fairnas.benchmarks.design import anchors, renamed, sobol_design
-from fairnas.benchmarks.problems import SURROGATE_FAMILY
-from fairnas.benchmarks.surrogate import FAMILIES, RunsTable, Surrogate
+from fairnas.benchmarks.problems import table_surrogate
+from fairnas.benchmarks.surrogate import FAMILIES
 from fairnas.benchmarks.table_report import landscape, summary, surrogate_validation
 from fairnas.benchmarks.tables import TABLES, load_table
 from fairnas.benchmarks.tabular import MAX_BUDGET, SEEDS, SPACE, build
-from fairnas.config import SPACES_DIR
 from fairnas.io import write_csv_atomic
 from fairnas.search import load_space
 from fairnas.tasks.train import train
@@ -141,11 +140,9 @@ def live_checks(args: argparse.Namespace) -> list[pd.DataFrame]:
     if not args.studies or args.anchors is None or not args.default:
         raise SystemExit("live-check: give --studies, the studies' search space as --anchors, and --default")
     table, spec = load_table(args.name, args.tables)
-    space, study_space = load_space(SPACES_DIR.parent / spec["space"]), load_space(args.anchors)
-    surrogates = {
-        split: Surrogate.fit(space, RunsTable.of(table, spec["objectives"], split), SURROGATE_FAMILY)
-        for split in ("val", "test")
-    }
+    fits = {split: table_surrogate(table, spec, split) for split in ("val", "test")}
+    space, study_space = fits["val"][0], load_space(args.anchors)
+    surrogates = {split: surrogate for split, (_, _, surrogate) in fits.items()}
     fixed = parse_fixed(args.anchor_fixed)
     rename = functools.partial(renamed, table_space=study_space, space=space, fixed=fixed)
     default = parse_fixed(args.default, "--default")

@@ -50,11 +50,11 @@ def live_check(
     runs, answer = _read(study / "runs.csv"), _read(study / "search_answer.csv")
     final = runs[(runs["stage"] == "final") & (runs["status"] == "success") & (runs["mitigation"] == "none")]
     final = final[final["data"] == "main"]
+    baseline = final[final["kind"] == DEFAULT_KIND].set_index("seed")
     rows = []
     for config_text in answer["config"]:
         config = json.loads(config_text)
         searched = final[final["model"] == searched_name(config, study_space)].set_index("seed")
-        baseline = final[final["kind"] == DEFAULT_KIND].set_index("seed")
         if searched.empty or baseline.empty:
             continue  # the study compared another candidate of its answer
         models = {"searched": (searched, in_table_space(config)), "default": (baseline, dict(default))}

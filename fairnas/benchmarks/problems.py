@@ -152,9 +152,7 @@ def surrogate_problem(name: str = SURROGATE_TABLE, tables: Path | None = None) -
         )
     table, spec = load_table(name, folder)
     objectives = tuple(spec["objectives"])
-    space = load_space(SPACES_DIR.parent / spec["space"])
-    runs = RunsTable.of(table, objectives)
-    surrogate = Surrogate.fit(space, runs, SURROGATE_FAMILY)
+    space, runs, surrogate = table_surrogate(table, spec)
 
     def make_target(run_dir: Path, continuing: bool, seed: int) -> tuple[Target, CostMeter]:
         return SurrogateTarget(surrogate, objectives, world=seed), RetrainingCost(continuing)
@@ -165,6 +163,14 @@ def surrogate_problem(name: str = SURROGATE_TABLE, tables: Path | None = None) -
     return _problem_over_table(
         f"surrogate:{name}", spec, reference_point, make_target, hypervolume(best, reference_point), truth
     )
+
+
+def table_surrogate(table: pd.DataFrame, spec: dict, split: str = "val") -> tuple[SearchSpace, RunsTable, Surrogate]:
+    """The space of a table (its spec's), its runs on ``split`` and the surrogate (:data:`SURROGATE_FAMILY`) fitted
+    to them."""
+    space = load_space(SPACES_DIR.parent / spec["space"])
+    runs = RunsTable.of(table, spec["objectives"], split)
+    return space, runs, Surrogate.fit(space, runs, SURROGATE_FAMILY)
 
 
 def _reference_point(table: pd.DataFrame, spec: dict) -> tuple[float, float]:
