@@ -9,6 +9,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 
+from fairnas.search.parallel import with_threads
 from fairnas.tasks.train import train
 from fairnas.training.module import FINITE_CHECK_EVERY
 
@@ -27,11 +28,12 @@ METRIC_KEYS = {
 
 def test_train_writes_config_checkpoint_and_all_metrics(tiny_config, tmp_path):
     cfg = tiny_config("head=arcface", "optimizer=adamw", "optimizer.lr=1e-3", output_dir=tmp_path / "run")
-    metrics = train(cfg)
+    metrics = with_threads(1, train, cfg)  # as a pool's worker sets it
 
     run = tmp_path / "run"
     saved = json.loads((run / "metrics.json").read_text())
     assert saved["epochs_trained"] == saved["val"]["epoch"] == saved["test"]["epoch"] == 1
+    assert saved["torch_threads"] == 1
     for stage in ("val", "test"):
         assert set(saved[stage]) >= METRIC_KEYS
         assert {"error/g0", "error/g1", "rank/g0", "rank/g1", "accuracy/g0", "n_probes/g1"} <= set(saved[stage])

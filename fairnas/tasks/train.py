@@ -109,6 +109,7 @@ def train(cfg: DictConfig) -> dict:
         "group_order": datamodule.group_order,
         "init_from": cfg.get("init_from"),
         "mitigation": next((c.summary() for c in callbacks if isinstance(c, GroupMeasurement)), None),
+        "torch_threads": torch.get_num_threads(),  # what its wall time was measured on (a pool may set it)
     }
     if trainer.is_global_zero:  # every DDP rank computed the same metrics
         write_json_atomic(output_dir / "metrics.json", metrics)
