@@ -4,6 +4,7 @@ it."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -15,6 +16,7 @@ from fairnas.benchmarks.summary import answer_quality, format_quality, summarize
 from fairnas.benchmarks.tables import load_table, names
 from fairnas.search import config_id, load_space
 from fairnas.search.settings import FinalSettings
+from fairnas.tasks.train import train as train_run
 
 TINY = [
     "data.table.n_identities=40",
@@ -76,6 +78,43 @@ def test_a_rebuild_reads_finished_runs_back(tabular):
         "tiny", TINY, folder / "runs", train, tables=folder, space_file=folder / "space.yaml", max_budget=2, seeds=2
     )
     assert len(again) == 24
+
+
+def test_a_build_on_a_new_machine_trains_only_the_runs_missing_from_its_committed_record(tabular, tmp_path):
+    """The record of a build interrupted elsewhere (its run folders gone) holds every run but one: the build trains
+    that one and writes the table, the recorded rows as they were, and removes the record."""
+    module, folder = tabular
+    table, _ = load_table("tiny", folder)
+    missing = (table["config_id"].iloc[-1], 1)
+    recorded = table[(table["config_id"] != missing[0]) | (table["seed"] != missing[1])]
+    (tmp_path / "space.yaml").write_text(SPACE)
+    recorded.assign(run_seconds=2.0).to_csv(tmp_path / f"tiny{module.RECORD_SUFFIX}", index=False)
+    trained = []
+
+    def train(cfg):
+        trained.append((cfg.seed, cfg.output_dir))
+        return train_run(cfg)
+
+    rebuilt = module.build(
+        "tiny",
+        [*TINY, f"paths.cache_dir={tmp_path / 'cache'}"],
+        tmp_path / "runs",
+        train,
+        tables=tmp_path,
+        space_file=tmp_path / "space.yaml",
+        max_budget=2,
+        seeds=2,
+    )
+    assert [(seed, Path(output).parent.name) for seed, output in trained] == [(1, missing[0])]
+    assert not (tmp_path / f"tiny{module.RECORD_SUFFIX}").exists()
+    pd.testing.assert_frame_equal(
+        rebuilt[rebuilt["config_id"] != missing[0]].reset_index(drop=True),
+        table[table["config_id"] != missing[0]].reset_index(drop=True),
+        check_dtype=False,
+    )
+    assert list(rebuilt["config_id"].unique()) == list(table["config_id"].unique())
+    spec = json.loads((tmp_path / "tiny.json").read_text())
+    assert spec["train_seconds"]["total"] > 11 * 2.0
 
 
 def test_searches_over_the_table_look_up_and_report_the_share_of_its_front(tabular, tmp_path):

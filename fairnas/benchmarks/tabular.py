@@ -19,6 +19,11 @@ Runs are trained seed by seed (every configuration with seed 0, then with seed 1
 holds whole seeds. A run lives in ``<work_dir>/<config id>/seed<s>/`` (checkpoints are not kept in the table);
 ``epochs.json`` there records its per-epoch metrics as soon as each epoch is validated. The single-seed table
 ``dpn_showcase`` (built before the ``seed`` column, its runs in ``<config id>/``) reads as seed 0.
+
+A build too long for one sitting keeps its finished runs beside the tables as well, in the record
+``<name>.runs.csv`` (the table's rows and each run's training seconds, rewritten under a lock after every run): commit
+it, and a build on another machine, or after its run folders were lost, trains only the runs missing from it. The
+record is removed once the table is written.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from typing import Any
 import pandas as pd
 import pytorch_lightning as pl
 from ConfigSpace import ConfigurationSpace
+from filelock import FileLock
 from omegaconf import DictConfig
 
 from fairnas.benchmarks.tables import TABLES
@@ -47,6 +53,7 @@ SPACE = SPACES_DIR / "dpn_table.yaml"
 OBJECTIVES = ("error", "rank_disparity")
 METRICS = ("error", "rank_disparity", "rank", "disparity", "error/g0", "error/g1", "rank/g0", "rank/g1")
 EPOCHS_FILE = "epochs.json"
+RECORD_SUFFIX = ".runs.csv"
 MAX_BUDGET = 4
 SEEDS = 5
 Train = Callable[[DictConfig], Any]
@@ -124,47 +131,80 @@ def build(
     configs = list(grid(space)) if configs is None else list(configs)
     runs = [(config, seed) for seed in range(seeds) for config in configs]
     base = table_overrides(overrides, max_budget)
+    record = Record(tables / f"{name}{RECORD_SUFFIX}", work_dir)
     start = time.perf_counter()
     for index, (config, seed) in enumerate(runs[shard[0] :: shard[1]]):
+        if record.holds(config, seed):
+            continue
         epochs = train_config(config, seed, space, base, work_dir, train)
+        seconds = json.loads((run_dir(work_dir, config, seed) / "seconds.json").read_text())
+        recorded = record.add(pd.DataFrame(table_rows(config, seed, epochs, space)).assign(run_seconds=seconds))
         print(
             f"[table] shard {shard[0]}/{shard[1]} run {index + 1} {config_id(config)} seed {seed} {config}: val error "
-            f"{epochs[-1]['val']['error']:.3f} rank disparity {epochs[-1]['val']['rank_disparity']:.2f}",
+            f"{epochs[-1]['val']['error']:.3f} rank disparity {epochs[-1]['val']['rank_disparity']:.2f} "
+            f"({recorded} of {len(runs)} runs recorded)",
             flush=True,
         )
-    if not all((run_dir(work_dir, config, seed) / "seconds.json").is_file() for config, seed in runs):
-        return None
-    table = pd.DataFrame(
-        [
-            row
-            for config, seed in runs
-            for row in table_rows(config, seed, train_config(config, seed, space, base, work_dir, train), space)
-        ]
-    )
-    seconds = pd.Series(
-        [json.loads((run_dir(work_dir, config, seed) / "seconds.json").read_text()) for config, seed in runs]
-    )
-    write_csv_atomic(table, tables / f"{name}.csv")
-    write_json_atomic(
-        tables / f"{name}.json",
-        {
-            "space": str(space_file.relative_to(SPACES_DIR.parent))
-            if space_file.is_relative_to(SPACES_DIR.parent)
-            else str(space_file),
-            "objectives": list(OBJECTIVES),
-            "max_budget": max_budget,
-            "seeds": list(range(seeds)),
-            "train_overrides": base,
-            "configurations": len(configs),
-            "train_seconds": {"total": float(seconds.sum()), "median": float(seconds.median())},
-            "build_command": command or f"python bench/tabular.py build --name {name} --seeds {seeds}",
-            "this_invocation_seconds": time.perf_counter() - start,
-            "shards": shard[1],
-            "machine": machine(),
-            "commit": source_commit(),
-        },
-    )
+    with FileLock(record.lock):  # one shard writes the table, from the record
+        order = {(config_id(config), seed): position for position, (config, seed) in enumerate(runs)}
+        rows = record.rows()
+        rows = rows.assign(_run=[order.get(key, -1) for key in zip(rows["config_id"], rows["seed"], strict=True)])
+        rows = rows[rows["_run"] >= 0]
+        if rows["_run"].nunique() < len(runs):
+            return None
+        rows = rows.sort_values(["_run", "epoch"], kind="stable")
+        seconds = rows.drop_duplicates("_run")["run_seconds"]
+        table = rows.drop(columns=["_run", "run_seconds"]).reset_index(drop=True)
+        write_csv_atomic(table, tables / f"{name}.csv")
+        write_json_atomic(
+            tables / f"{name}.json",
+            {
+                "space": str(space_file.relative_to(SPACES_DIR.parent))
+                if space_file.is_relative_to(SPACES_DIR.parent)
+                else str(space_file),
+                "objectives": list(OBJECTIVES),
+                "max_budget": max_budget,
+                "seeds": list(range(seeds)),
+                "train_overrides": list(base),
+                "configurations": len(configs),
+                "train_seconds": {"total": float(seconds.sum()), "median": float(seconds.median())},
+                "build_command": command or f"python bench/tabular.py build --name {name} --seeds {seeds}",
+                "this_invocation_seconds": time.perf_counter() - start,
+                "shards": shard[1],
+                "machine": machine(),
+                "commit": source_commit(),
+            },
+        )
+        record.path.unlink()
     return table
+
+
+class Record:
+    """The finished runs of a build (``<tables>/<name>.runs.csv``): the table's rows of each run, with the run's
+    training seconds as ``run_seconds``. Shards of one build share it; a lock in ``work_dir`` orders their writes."""
+
+    def __init__(self, path: Path, work_dir: Path):
+        self.path, self.lock = path, work_dir / ".record.lock"
+        work_dir.mkdir(parents=True, exist_ok=True)
+
+    def rows(self) -> pd.DataFrame:
+        if not self.path.is_file():
+            return pd.DataFrame(columns=["config_id", "seed"])
+        return pd.read_csv(self.path, dtype={"config_id": str, "config": str})
+
+    def holds(self, config: dict[str, Any], seed: int) -> bool:
+        rows = self.rows()
+        return bool(((rows["config_id"] == config_id(config)) & (rows["seed"] == seed)).any())
+
+    def add(self, run_rows: pd.DataFrame) -> int:
+        """Add one run's rows (unless another shard did); the number of runs recorded."""
+        with FileLock(self.lock):
+            rows = self.rows()
+            key = (run_rows["config_id"].iloc[0], run_rows["seed"].iloc[0])
+            if not ((rows["config_id"] == key[0]) & (rows["seed"] == key[1])).any():
+                rows = run_rows if rows.empty else pd.concat([rows, run_rows], ignore_index=True)
+                write_csv_atomic(rows, self.path)
+            return len(rows.drop_duplicates(["config_id", "seed"]))
 
 
 def table_overrides(overrides: Sequence[str], max_budget: int) -> list[str]:
