@@ -21,7 +21,9 @@ whole space, from which a surrogate is fitted::
         --space searchspaces/dpn_paper_group_sampling.yaml --sobol 128 \\
         --anchors searchspaces/dpn_table.yaml --anchor-fixed optimizer=adamw --shard 0/2    # and --shard 1/2
 
-Runs live in ``outputs/tabular/<name>/<config id>/seed<s>/`` of the repository (``--work-dir``).
+Runs live in ``outputs/tabular/<name>/<config id>/seed<s>/`` of the repository (``--work-dir``); the finished
+ones are also kept in the record ``<tables>/<name>.runs.csv`` until the table is written. Commit the record, and a
+build from a fresh clone trains only the runs missing from it.
 """
 
 from __future__ import annotations
