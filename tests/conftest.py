@@ -75,19 +75,8 @@ def tabular(tmp_path_factory):
     space of ``tests/test_bench_tabular.py``), built once for every bench test."""
     from fairnas.benchmarks import tabular as module
     from fairnas.tasks.train import train
-    from tests.test_bench_tabular import SPACE, TINY
+    from tests.test_bench_tabular import build_tiny
 
     folder = tmp_path_factory.mktemp("table")
-    (folder / "space.yaml").write_text(SPACE)
-    cache = tmp_path_factory.mktemp("cache")
-    module.build(
-        "tiny",
-        [*TINY, f"paths.cache_dir={cache}"],
-        folder / "runs",
-        train,
-        tables=folder,
-        space_file=folder / "space.yaml",
-        max_budget=2,
-        seeds=2,
-    )
+    build_tiny(module, folder, train, tmp_path_factory.mktemp("cache"))
     return module, folder

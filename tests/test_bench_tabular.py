@@ -40,6 +40,21 @@ conditions:
 """
 
 
+def build_tiny(module, folder: Path, train, cache: Path) -> pd.DataFrame | None:
+    """The tiny table (``SPACE`` x 2 seeds x 2 epochs), built by ``module.build`` in ``folder`` with ``train``."""
+    (folder / "space.yaml").write_text(SPACE)
+    return module.build(
+        "tiny",
+        [*TINY, f"paths.cache_dir={cache}"],
+        folder / "runs",
+        train,
+        tables=folder,
+        space_file=folder / "space.yaml",
+        max_budget=2,
+        seeds=2,
+    )
+
+
 def test_the_grid_holds_every_configuration_once_with_its_conditions(tabular):
     module, folder = tabular
     configs = list(module.grid(load_space(folder / "space.yaml")))
@@ -74,9 +89,7 @@ def test_a_rebuild_reads_finished_runs_back(tabular):
     def train(cfg):
         pytest.fail("trained again")
 
-    again = module.build(
-        "tiny", TINY, folder / "runs", train, tables=folder, space_file=folder / "space.yaml", max_budget=2, seeds=2
-    )
+    again = build_tiny(module, folder, train, folder / "cache")
     assert len(again) == 24
 
 
@@ -87,7 +100,6 @@ def test_a_build_on_a_new_machine_trains_only_the_runs_missing_from_its_committe
     table, _ = load_table("tiny", folder)
     missing = (table["config_id"].iloc[-1], 1)
     recorded = table[(table["config_id"] != missing[0]) | (table["seed"] != missing[1])]
-    (tmp_path / "space.yaml").write_text(SPACE)
     recorded.assign(run_seconds=2.0).to_csv(tmp_path / f"tiny{module.RECORD_SUFFIX}", index=False)
     trained = []
 
@@ -95,16 +107,7 @@ def test_a_build_on_a_new_machine_trains_only_the_runs_missing_from_its_committe
         trained.append((cfg.seed, cfg.output_dir))
         return train_run(cfg)
 
-    rebuilt = module.build(
-        "tiny",
-        [*TINY, f"paths.cache_dir={tmp_path / 'cache'}"],
-        tmp_path / "runs",
-        train,
-        tables=tmp_path,
-        space_file=tmp_path / "space.yaml",
-        max_budget=2,
-        seeds=2,
-    )
+    rebuilt = build_tiny(module, tmp_path, train, tmp_path / "cache")
     assert [(seed, Path(output).parent.name) for seed, output in trained] == [(1, missing[0])]
     assert not (tmp_path / f"tiny{module.RECORD_SUFFIX}").exists()
     pd.testing.assert_frame_equal(
