@@ -133,8 +133,9 @@ def build(
     base = table_overrides(overrides, max_budget)
     record = Record(tables / f"{name}{RECORD_SUFFIX}", work_dir)
     start = time.perf_counter()
+    recorded_before = record.runs()  # read once: no other shard trains this shard's runs
     for index, (config, seed) in enumerate(runs[shard[0] :: shard[1]]):
-        if record.holds(config, seed):
+        if (config_id(config), seed) in recorded_before:
             continue
         epochs = train_config(config, seed, space, base, work_dir, train)
         seconds = json.loads((run_dir(work_dir, config, seed) / "seconds.json").read_text())
@@ -192,19 +193,21 @@ class Record:
             return pd.DataFrame(columns=["config_id", "seed"])
         return pd.read_csv(self.path, dtype={"config_id": str, "config": str})
 
-    def holds(self, config: dict[str, Any], seed: int) -> bool:
-        rows = self.rows()
-        return bool(((rows["config_id"] == config_id(config)) & (rows["seed"] == seed)).any())
+    def runs(self, rows: pd.DataFrame | None = None) -> set[tuple[str, int]]:
+        """The (config id, seed) of every recorded run (of ``rows``, default the record's)."""
+        rows = self.rows() if rows is None else rows
+        return set(zip(rows["config_id"], rows["seed"].astype(int), strict=True))
 
     def add(self, run_rows: pd.DataFrame) -> int:
         """Add one run's rows (unless another shard did); the number of runs recorded."""
         with FileLock(self.lock):
             rows = self.rows()
-            key = (run_rows["config_id"].iloc[0], run_rows["seed"].iloc[0])
-            if not ((rows["config_id"] == key[0]) & (rows["seed"] == key[1])).any():
+            runs = self.runs(rows)
+            if not self.runs(run_rows) <= runs:
                 rows = run_rows if rows.empty else pd.concat([rows, run_rows], ignore_index=True)
                 write_csv_atomic(rows, self.path)
-            return len(rows.drop_duplicates(["config_id", "seed"]))
+                runs |= self.runs(run_rows)
+            return len(runs)
 
 
 def table_overrides(overrides: Sequence[str], max_budget: int) -> list[str]:
