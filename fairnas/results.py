@@ -101,6 +101,7 @@ STRATEGIES = {
     "random": "random search",
     "moasha": "MO-ASHA",
     "nsga2": "NSGA-II",
+    "botorch": "BoTorch GP",
 }
 """The strategy table's rows: method names of ``fairnas.benchmarks.methods`` (``bench/search_efficiency.py
 --methods``) and how the README calls them."""
@@ -108,10 +109,11 @@ STRATEGIES = {
 
 QUALITY_FILES = {
     "table_quality.csv": "embedded faces, noisy table",
-    "surrogate_quality.csv": "embedded faces, paper space (surrogate)",
+    "surrogate/surrogate_quality.csv": "embedded faces, paper space (surrogate)",
 }
-"""The answer-quality files of ``bench/search_efficiency.py --quality-output`` the strategy table reads, each one
-problem's column pair (without and with the final stage); a file not in the folder adds no columns."""
+"""The answer-quality files of ``bench/search_efficiency.py --quality-output`` the strategy table reads, relative to
+its folder, each one problem's column pair (without and with the final stage); a file that is not there adds no
+columns. A file in a subfolder was measured apart, and that subfolder's own manifest says how."""
 
 
 def strategy_table(folder: Path) -> str:
@@ -119,10 +121,9 @@ def strategy_table(folder: Path) -> str:
     answer-quality file (:data:`QUALITY_FILES`), the true share of its answers without and with the final stage,
     and the gap they close against random search where recorded (mean ± s.e. over seeds)."""
     analytic = pd.read_csv(folder / "analytic_runs.csv")
-    qualities = {
-        label: pd.read_csv(folder / name) for name, label in QUALITY_FILES.items() if (folder / name).is_file()
-    }
-    manifest = read_manifest(folder)
+    present = [name for name in QUALITY_FILES if (folder / name).is_file()]
+    qualities = {QUALITY_FILES[name]: pd.read_csv(folder / name) for name in present}
+    sources = dict.fromkeys([folder, *((folder / name).parent for name in present)])
 
     def cell(frame: pd.DataFrame, method: str, column: str) -> str:
         values = frame.loc[frame["method"] == method, column]
@@ -145,15 +146,18 @@ def strategy_table(folder: Path) -> str:
         cells = [cell(analytic, method, "share")]
         for frame in qualities.values():
             cells += [quality_cell(frame, method), quality_cell(frame, f"{method}+final")]
-        rows.append(f"| {name} | {' | '.join(cells)} |")
+        if any(cells):  # a strategy no file measured has no row
+            rows.append(f"| {name} | {' | '.join(cells)} |")
+    return "\n".join([*rows, "", "\n\n".join(_data_line(source) for source in sources)])
+
+
+def _data_line(folder: Path) -> str:
+    """Where a table's numbers come from: ``folder``'s files and how its manifest says they were made."""
+    manifest = read_manifest(folder)
     commands = "; ".join(f"`{command}`" for command in manifest["commands"])
-    return "\n".join(
-        [
-            *rows,
-            "",
-            f"Data: `{_relative(folder)}/` ({', '.join(manifest['files'])}), from {commands} at commit "
-            f"{manifest['commit']} ({manifest['finished']}; {manifest['machine']}).",
-        ]
+    return (
+        f"Data: `{_relative(folder)}/` ({', '.join(manifest['files'])}), from {commands} at commit "
+        f"{manifest['commit']} ({manifest['finished']}; {manifest['machine']})."
     )
 
 

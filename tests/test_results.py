@@ -22,10 +22,12 @@ REPO = Path(__file__).resolve().parents[1]
 def test_the_readme_tables_are_rendered_from_the_committed_data():
     readme = (REPO / "README.md").read_text()
     assert results.drifted(readme) == [], "run: python -m fairnas.results render"
-    for folder, _ in results.TABLES.values():
-        manifest = results.read_manifest(REPO / folder)
+    folders = {path.parent for path in (REPO / "results").rglob("*.csv")}
+    assert {REPO / folder for folder, _ in results.TABLES.values()} <= folders
+    for folder in folders:
+        manifest = results.read_manifest(folder)
         assert {"commands", "commit", "finished", "machine", "files"} <= set(manifest)
-        assert manifest["files"] and all((REPO / folder / name).is_file() for name in manifest["files"])
+        assert manifest["files"] and all((folder / name).is_file() for name in manifest["files"])
 
 
 def test_the_strategy_table_is_the_mean_and_standard_error_of_the_runs(tmp_path, monkeypatch):
@@ -65,10 +67,12 @@ def test_a_surrogate_quality_file_adds_its_columns_with_the_gap_closed_against_r
     methods = ["random", "random", "smac", "smac", "smac+final", "smac+final"]
     quality = {"method": methods, "seed": [0, 1] * 3, "true_share": [0.90, 0.92, 0.94, 0.96, 0.93, 0.95]}
     pd.DataFrame(quality).to_csv(folder / "table_quality.csv", index=False)
+    (folder / "surrogate").mkdir()
     pd.DataFrame({**quality, "gap_closed": [0.0, 0.0, 0.4, 0.6, 0.2, 0.4]}).to_csv(
-        folder / "surrogate_quality.csv", index=False
+        folder / "surrogate" / "surrogate_quality.csv", index=False
     )
     results.write_manifest(folder, commands=["python bench/search_efficiency.py"], commit="abc1234")
+    results.write_manifest(folder / "surrogate", commands=["python bench/search_efficiency.py --problem surrogate"])
     monkeypatch.setitem(results.TABLES, "strategies", ("results/search_efficiency", results.strategy_table))
     monkeypatch.delitem(results.TABLES, "claims")
     rendered = results.render("<!-- results:strategies -->\n<!-- /results:strategies -->\n", root=tmp_path)
@@ -76,6 +80,9 @@ def test_a_surrogate_quality_file_adds_its_columns_with_the_gap_closed_against_r
     smac = "| SMAC (default) | 0.900 ± nan | 0.950 ± 0.010 | 0.940 ± 0.010 | 0.950 ± 0.010 (gap closed 0.500 ± 0.100) |"
     assert smac + " 0.940 ± 0.010 (gap closed 0.300 ± 0.100) |" in rendered
     assert "| random search | 0.800 ± nan | 0.910 ± 0.010 |  | 0.910 ± 0.010 |  |" in rendered  # random is the zero
+    # measured apart, at another commit: each folder's own manifest says how
+    assert "search_efficiency/` (analytic_runs.csv, table_quality.csv), from `python" in rendered
+    assert "search_efficiency/surrogate/` (surrogate_quality.csv), from `python" in rendered
 
 
 def write_study(folder: Path) -> None:
