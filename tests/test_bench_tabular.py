@@ -40,12 +40,12 @@ conditions:
 """
 
 
-def build_tiny(module, folder: Path, train, cache: Path) -> pd.DataFrame | None:
+def build_tiny(module, folder: Path, train, cache: Path, overrides=()) -> pd.DataFrame | None:
     """The tiny table (``SPACE`` x 2 seeds x 2 epochs), built by ``module.build`` in ``folder`` with ``train``."""
     (folder / "space.yaml").write_text(SPACE)
     return module.build(
         "tiny",
-        [*TINY, f"paths.cache_dir={cache}"],
+        [*TINY, f"paths.cache_dir={cache}", *overrides],
         folder / "runs",
         train,
         tables=folder,
@@ -53,6 +53,22 @@ def build_tiny(module, folder: Path, train, cache: Path) -> pd.DataFrame | None:
         max_budget=2,
         seeds=2,
     )
+
+
+def cache_of(folder: Path) -> Path:
+    """The data cache the tiny table in ``folder`` was built with (its spec's overrides name it)."""
+    overrides = json.loads((folder / "tiny.json").read_text())["train_overrides"]
+    return Path(next(item.split("=", 1)[1] for item in overrides if item.startswith("paths.cache_dir=")))
+
+
+def counting(trained: list):
+    """``train``, appending each run's (seed, configuration id) to ``trained``."""
+
+    def train(cfg):
+        trained.append((cfg.seed, Path(cfg.output_dir).parent.name))
+        return train_run(cfg)
+
+    return train
 
 
 def test_the_grid_holds_every_configuration_once_with_its_conditions(tabular):
@@ -73,6 +89,8 @@ def test_table_has_every_configuration_and_epoch_with_val_and_test_metrics(tabul
     for split in ("val", "test"):
         assert table[f"{split}/error"].between(0, 1).all() and (table[f"{split}/rank_disparity"] >= 0).all()
     assert spec["configurations"] == 6 and spec["max_budget"] == 2 and spec["train_seconds"]["total"] > 0
+    seconds = table.groupby(["config_id", "seed"])["run_seconds"]  # a run's training seconds, on each of its rows
+    assert (seconds.nunique() == 1).all() and seconds.first().sum() == pytest.approx(spec["train_seconds"]["total"])
     assert "eval.test_every_epoch=true" in spec["train_overrides"]
     # the last epoch's row is the run's own final metrics
     run = json.loads((folder / "runs" / table["config_id"].iloc[0] / "seed1" / "metrics.json").read_text())
@@ -89,7 +107,7 @@ def test_a_rebuild_reads_finished_runs_back(tabular):
     def train(cfg):
         pytest.fail("trained again")
 
-    again = build_tiny(module, folder, train, folder / "cache")
+    again = build_tiny(module, folder, train, cache_of(folder))
     assert len(again) == 24
 
 
@@ -101,23 +119,53 @@ def test_a_build_on_a_new_machine_trains_only_the_runs_missing_from_its_committe
     missing = (table["config_id"].iloc[-1], 1)
     recorded = table[(table["config_id"] != missing[0]) | (table["seed"] != missing[1])]
     recorded.assign(run_seconds=2.0).to_csv(tmp_path / f"tiny{module.RECORD_SUFFIX}", index=False)
-    trained = []
-
-    def train(cfg):
-        trained.append((cfg.seed, cfg.output_dir))
-        return train_run(cfg)
-
-    rebuilt = build_tiny(module, tmp_path, train, tmp_path / "cache")
-    assert [(seed, Path(output).parent.name) for seed, output in trained] == [(1, missing[0])]
+    trained: list = []
+    rebuilt = build_tiny(module, tmp_path, counting(trained), tmp_path / "cache")
+    assert trained == [(1, missing[0])]
     assert not (tmp_path / f"tiny{module.RECORD_SUFFIX}").exists()
+    kept = rebuilt[rebuilt["config_id"] != missing[0]].reset_index(drop=True)
     pd.testing.assert_frame_equal(
-        rebuilt[rebuilt["config_id"] != missing[0]].reset_index(drop=True),
-        table[table["config_id"] != missing[0]].reset_index(drop=True),
+        kept.drop(columns="run_seconds"),
+        table[table["config_id"] != missing[0]].drop(columns="run_seconds").reset_index(drop=True),
         check_dtype=False,
     )
+    assert (kept["run_seconds"] == 2.0).all()
     assert list(rebuilt["config_id"].unique()) == list(table["config_id"].unique())
     spec = json.loads((tmp_path / "tiny.json").read_text())
     assert spec["train_seconds"]["total"] > 11 * 2.0
+
+
+def test_a_build_that_extends_a_committed_table_trains_only_what_the_table_lacks(tabular, tmp_path):
+    """A table of 5 of the 6 configurations, committed without its record or run folders (as a larger design
+    extends a smaller one): the build trains the sixth configuration's two seeds and keeps the table's runs."""
+    module, folder = tabular
+    table, spec = load_table("tiny", folder)
+    new = table["config_id"].iloc[-1]
+    table[table["config_id"] != new].to_csv(tmp_path / "tiny.csv", index=False)
+    (tmp_path / "tiny.json").write_text(json.dumps(spec))
+    trained: list = []
+    extended = build_tiny(module, tmp_path, counting(trained), cache_of(folder))
+    assert sorted(trained) == [(0, new), (1, new)]
+    pd.testing.assert_frame_equal(
+        extended[extended["config_id"] != new].reset_index(drop=True),
+        table[table["config_id"] != new].reset_index(drop=True),
+        check_dtype=False,
+    )
+    assert json.loads((tmp_path / "tiny.json").read_text())["train_seconds"]["total"] == pytest.approx(
+        extended.drop_duplicates(["config_id", "seed"])["run_seconds"].sum()
+    )
+
+
+def test_a_build_that_would_extend_a_table_trained_otherwise_stops_naming_it(tabular, tmp_path):
+    module, folder = tabular
+    for suffix in (".csv", ".json"):
+        (tmp_path / f"tiny{suffix}").write_bytes((folder / f"tiny{suffix}").read_bytes())
+
+    def train(cfg):
+        pytest.fail("trained into a table built with other overrides")
+
+    with pytest.raises(ValueError, match=r"tiny.csv was built with other training overrides .*another --name"):
+        build_tiny(module, tmp_path, train, cache_of(folder), overrides=["data.batch_size=8"])
 
 
 def test_searches_over_the_table_look_up_and_report_the_share_of_its_front(tabular, tmp_path):
@@ -147,7 +195,7 @@ def test_the_biased_preset_serves_its_minority_worse_in_every_learning_configura
     """The committed table of ``experiment=showcase`` (``data=synthetic_biased``: g1 a 25 % training minority that
     looks more alike): every configuration that learns errs more, and ranks the true identity lower, on g1 than on
     g0. (On the tiny sets of the default suite models stay near chance and such gaps are seed noise.)"""
-    assert names() == ["dpn_showcase", "dpn_showcase_noisy"]  # shipped as package data
+    assert names() == ["dpn_paper_sampled", "dpn_showcase", "dpn_showcase_noisy"]  # shipped as package data
     table, _ = load_table("dpn_showcase")
     final = table[(table["epoch"] == table["epoch"].max()) & (table["val/error"] < 0.9)]
     assert len(final) >= 100

@@ -21,9 +21,11 @@ holds whole seeds. A run lives in ``<work_dir>/<config id>/seed<s>/`` (checkpoin
 ``dpn_showcase`` (built before the ``seed`` column, its runs in ``<config id>/``) reads as seed 0.
 
 A build too long for one sitting keeps its finished runs beside the tables as well, in the record
-``<name>.runs.csv`` (the table's rows and each run's training seconds, rewritten under a lock after every run): commit
-it, and a build on another machine, or after its run folders were lost, trains only the runs missing from it. The
-record is removed once the table is written.
+``<name>.runs.csv`` (the table's rows, rewritten under a lock after every run): commit it, and a build on another
+machine, or after its run folders were lost, trains only the runs missing from it. The record is removed once the
+table is written. Both hold each run's training seconds (``run_seconds``, on every row of the run), so a build that
+extends a table (a larger ``--sobol`` design, more seeds) starts from the table when there is no record, and trains
+only what it lacks.
 """
 
 from __future__ import annotations
@@ -131,7 +133,8 @@ def build(
     configs = list(grid(space)) if configs is None else list(configs)
     runs = [(config, seed) for seed in range(seeds) for config in configs]
     base = table_overrides(overrides, max_budget)
-    record = Record(tables / f"{name}{RECORD_SUFFIX}", work_dir)
+    record = Record(tables / f"{name}{RECORD_SUFFIX}", work_dir, tables / f"{name}.csv")
+    _check_extends(tables / f"{name}.json", base)
     start = time.perf_counter()
     recorded_before = record.runs()  # read once: no other shard trains this shard's runs
     for index, (config, seed) in enumerate(runs[shard[0] :: shard[1]]):
@@ -154,8 +157,8 @@ def build(
         if rows["_run"].nunique() < len(runs):
             return None
         rows = rows.sort_values(["_run", "epoch"], kind="stable")
-        seconds = rows.drop_duplicates("_run")["run_seconds"]
-        table = rows.drop(columns=["_run", "run_seconds"]).reset_index(drop=True)
+        seconds = rows.drop_duplicates("_run")["run_seconds"]  # a table built before they were kept has none
+        table = rows.drop(columns=["_run"]).reset_index(drop=True)
         write_csv_atomic(table, tables / f"{name}.csv")
         write_json_atomic(
             tables / f"{name}.json",
@@ -176,22 +179,34 @@ def build(
                 "commit": source_commit(),
             },
         )
-        record.path.unlink()
+        record.path.unlink(missing_ok=True)
     return table
+
+
+def _check_extends(spec_file: Path, base: Sequence[str]) -> None:
+    """A build that would extend the table of ``spec_file`` trains its runs as that table's were (``base``), or
+    stops before training with one line naming the table."""
+    if spec_file.is_file() and json.loads(spec_file.read_text())["train_overrides"] != list(base):
+        raise ValueError(
+            f"the table {spec_file.with_suffix('.csv')} was built with other training overrides or epochs "
+            f"({spec_file.name}: train_overrides); give the new table another --name"
+        )
 
 
 class Record:
     """The finished runs of a build (``<tables>/<name>.runs.csv``): the table's rows of each run, with the run's
-    training seconds as ``run_seconds``. Shards of one build share it; a lock in ``work_dir`` orders their writes."""
+    training seconds as ``run_seconds``. Shards of one build share it; a lock in ``work_dir`` orders their writes.
+    Without a record, the built ``table`` (when there is one) holds the finished runs."""
 
-    def __init__(self, path: Path, work_dir: Path):
-        self.path, self.lock = path, work_dir / ".record.lock"
+    def __init__(self, path: Path, work_dir: Path, table: Path):
+        self.path, self.lock, self.table = path, work_dir / ".record.lock", table
         work_dir.mkdir(parents=True, exist_ok=True)
 
     def rows(self) -> pd.DataFrame:
-        if not self.path.is_file():
-            return pd.DataFrame(columns=["config_id", "seed"])
-        return pd.read_csv(self.path, dtype={"config_id": str, "config": str})
+        for path in (self.path, self.table):
+            if path.is_file():
+                return pd.read_csv(path, dtype={"config_id": str, "config": str})
+        return pd.DataFrame(columns=["config_id", "seed"])
 
     def runs(self, rows: pd.DataFrame | None = None) -> set[tuple[str, int]]:
         """The (config id, seed) of every recorded run (of ``rows``, default the record's)."""
