@@ -142,6 +142,12 @@ def test_the_encoding_one_hots_categoricals_and_scales_numbers_as_the_gp_search_
     assert features[34:].tolist() == pytest.approx([-1.0, 0.5])  # lr_adam inactive; lr_sgd halfway on the log scale
 
 
+def test_the_ensemble_predicts_the_mean_of_the_forest_and_boosting(runs):
+    space, configs = load_space(SPACE), sobol_design(load_space(SPACE), 16, seed=3)
+    means = {family: Surrogate.fit(space, runs, family).mean(configs) for family in ("forest", "boosting", "ensemble")}
+    assert np.allclose(means["ensemble"], (means["forest"] + means["boosting"]) / 2, rtol=0, atol=1e-9)
+
+
 def test_the_stacked_forest_predicts_what_the_forest_predicts():
     from sklearn.ensemble import RandomForestRegressor
 
