@@ -17,7 +17,15 @@ from fairnas.benchmarks.design import sobol_design
 from fairnas.benchmarks.problems import surrogate_problem
 from fairnas.benchmarks.runner import benchmark
 from fairnas.benchmarks.summary import answer_quality, format_quality
-from fairnas.benchmarks.surrogate import Encoding, RunsTable, StackedForest, Surrogate, cross_validate
+from fairnas.benchmarks.surrogate import (
+    FAMILIES,
+    Encoding,
+    RunsTable,
+    StackedForest,
+    Surrogate,
+    fast_predictor,
+    cross_validate,
+)
 from fairnas.benchmarks.surrogate_target import SurrogateTarget
 from fairnas.benchmarks.tables import load_table
 from fairnas.config import SPACES_DIR
@@ -156,6 +164,14 @@ def test_the_stacked_forest_predicts_what_the_forest_predicts():
         forest = RandomForestRegressor(n_estimators=20, min_samples_leaf=2, random_state=0).fit(features, targets)
         rows = np.random.default_rng(2).random((7, 6))
         assert np.allclose(StackedForest(forest).predict(rows), forest.predict(rows), rtol=0, atol=1e-12)
+
+
+def test_the_fast_ensemble_predicts_what_the_voting_regressor_predicts():
+    features = np.random.default_rng(1).random((300, 6))
+    ensemble = FAMILIES["ensemble"](6, 0).fit(features, features[:, 0] - features[:, 3] ** 2)
+    rows = np.random.default_rng(2).random((7, 6))
+    fast = fast_predictor(ensemble)
+    assert fast is not ensemble and np.allclose(fast.predict(rows), ensemble.predict(rows), rtol=0, atol=1e-12)
 
 
 def test_a_simulated_run_is_deterministic_and_correlated_across_epochs(surrogate, runs):

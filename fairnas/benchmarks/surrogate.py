@@ -204,7 +204,8 @@ class Surrogate:
 class ObjectiveModels:
     """One model from ``make_model()`` per group of ``targets``' columns (``groups``: an objective's mean, or its
     variance after every epoch), fitted to the columns standardised so that the fit does not depend on an objective's
-    units; predictions come back in the targets' units. A random forest predicts through :class:`StackedForest`."""
+    units; predictions come back in the targets' units. Forests, alone or in an ensemble, predict through
+    :class:`StackedForest` (:func:`fast_predictor`)."""
 
     def __init__(
         self,
@@ -222,13 +223,33 @@ class ObjectiveModels:
             model = make_model().fit(
                 inputs, standardised[:, columns[0]] if len(columns) == 1 else standardised[:, columns]
             )
-            self._predictors.append(StackedForest(model) if isinstance(model, RandomForestRegressor) else model)
+            self._predictors.append(fast_predictor(model))
 
     def predict(self, inputs: np.ndarray) -> np.ndarray:
         predicted = np.empty((len(inputs), len(self.center)))
         for columns, predictor in zip(self._groups, self._predictors, strict=True):
             predicted[:, columns] = np.asarray(predictor.predict(inputs)).reshape(len(inputs), -1)
         return predicted * self.scale + self.center
+
+
+def fast_predictor(model: Regressor) -> Regressor:
+    """``model`` with the same predictions at a few rows a call: a forest through :class:`StackedForest`, an unweighted
+    ``VotingRegressor`` as the mean of its members' fast predictors, anything else as it is."""
+    if isinstance(model, RandomForestRegressor):
+        return StackedForest(model)
+    if isinstance(model, VotingRegressor) and model.weights is None:
+        return AveragedPredictors([fast_predictor(member) for member in model.estimators_])
+    return model
+
+
+class AveragedPredictors:
+    """The mean of several fitted regressors' predictions, as an unweighted ``VotingRegressor`` predicts."""
+
+    def __init__(self, members: Sequence[Regressor]):
+        self._members = list(members)
+
+    def predict(self, inputs: np.ndarray) -> np.ndarray:
+        return np.mean([np.asarray(member.predict(inputs)) for member in self._members], axis=0)
 
 
 class StackedForest:
