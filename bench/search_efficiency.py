@@ -192,7 +192,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 if problem.truth is not None:
                     quality_runs = answer_quality(runs, problem).assign(problem=problem.name, budget=total_budget)
                     all_quality.append(quality_runs)
-                    for held_out in (False, True):
+                    has_held_out = quality_runs["heldout_true_share"].notna().any()  # a surrogate has no held-out seeds
+                    for held_out in (False, True)[: 1 + has_held_out]:
                         print("\n" + format_quality(quality_runs, problem, total_budget, held_out), flush=True)
                 all_runs.append(runs.assign(total_budget=total_budget))
             figure_runs.append(runs)  # the problem's largest budget, the last one run

@@ -228,6 +228,14 @@ def test_the_main_writes_the_table_csv_and_figure(tmp_path, capsys):
     assert (tmp_path / "figure.png").stat().st_size > 0
 
 
+def test_a_surrogate_problem_prints_no_held_out_quality(tmp_path, capsys):
+    """A surrogate's answers are judged at its predicted means: there are no held-out seeds to print a table of."""
+    argv = ["--problem", "surrogate_table", "--seeds", "1", "--total-budget", "8", "--methods", "random"]
+    search_efficiency.main([*argv, "--work-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "true quality of the answer at 8 consumed epochs" in out and "held-out true quality" not in out
+
+
 @pytest.fixture
 def tiny_table(tabular):
     """The folder of the shared tiny table (``tabular`` in tests/conftest.py)."""
