@@ -23,8 +23,8 @@ from fairnas.benchmarks.surrogate import (
     RunsTable,
     StackedForest,
     Surrogate,
-    fast_predictor,
     cross_validate,
+    fast_predictor,
 )
 from fairnas.benchmarks.surrogate_target import SurrogateTarget
 from fairnas.benchmarks.tables import load_table
