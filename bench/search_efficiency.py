@@ -192,8 +192,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                 if problem.truth is not None:
                     quality_runs = answer_quality(runs, problem).assign(problem=problem.name, budget=total_budget)
                     all_quality.append(quality_runs)
-                    has_held_out = quality_runs["heldout_true_share"].notna().any()  # a surrogate has no held-out seeds
-                    for held_out in (False, True)[: 1 + has_held_out]:
+                    # a surrogate's answers are judged at its means: it has no held-out seeds to report
+                    held_out_too = quality_runs["heldout_true_share"].notna().any()
+                    for held_out in (False, True) if held_out_too else (False,):
                         print("\n" + format_quality(quality_runs, problem, total_budget, held_out), flush=True)
                 all_runs.append(runs.assign(total_budget=total_budget))
             figure_runs.append(runs)  # the problem's largest budget, the last one run
