@@ -268,6 +268,7 @@ def check_study(cfg, overrides: list[str], monkeypatch) -> None:
 
     monkeypatch.setattr(study_checks, "compose_config", compose_and_check)
     monkeypatch.setattr(study, "run_all", first_run)
+    monkeypatch.setattr(study, "search_faces", first_run)  # a study whose first stage is the search
     monkeypatch.setattr("fairnas.tasks.checks.torch.cuda.is_available", lambda: True)  # trainer=gpu commands
     with pytest.raises(ReachedTheRun):
         study.run_study(cfg, overrides)
