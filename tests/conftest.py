@@ -1,10 +1,14 @@
-"""Shared fixtures: the real Hydra config composed once per test, forced onto the CPU and a tiny data set."""
+"""Shared fixtures: the real Hydra config composed once per test, forced onto the CPU and a tiny data set; the
+markers' rules (``extra``, ``gpu``) and the default suite's time limit per test."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
@@ -30,6 +34,49 @@ TINY_DATA = [
 ]
 
 
+EXTRAS = {"botorch": "botorch", "moasha": "syne_tune", "slurm": "dask_jobqueue"}
+"""Each optional extra of pyproject.toml that tests mark (``@pytest.mark.extra(name)``) and the module it brings."""
+
+CALL_LIMIT_S = float(os.environ.get("FAIRNAS_TEST_CALL_LIMIT_S", "20"))
+SETUP_LIMIT_S = float(os.environ.get("FAIRNAS_TEST_SETUP_LIMIT_S", "90"))
+"""The default suite's limits: a test's own seconds, and a set-up's (a shared fixture's, charged to its first test).
+A default-suite test over either fails, so the README's test command cannot silently grow back; a test that needs
+longer belongs in the ``integration`` set (CONTRIBUTING.md). The variables raise them on a slower machine."""
+
+
+def pytest_configure(config):
+    """Under pytest-xdist, each worker trains on one thread (two workers with two threads each would oversubscribe
+    two cores), and so do the commands its tests start unless a test sets its own threads."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(1)
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def pytest_runtest_setup(item):
+    """A test marked ``extra(name)`` skips, naming the install line, where that extra is not installed."""
+    for mark in item.iter_markers("extra"):
+        (name,) = mark.args
+        if importlib.util.find_spec(EXTRAS[name]) is None:
+            pytest.skip(f"needs the {name} extra: pip install -e '.[{name}]'")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A passing default-suite test fails when its set-up or call took longer than the suite's limit."""
+    report = yield
+    limit = {"setup": SETUP_LIMIT_S, "call": CALL_LIMIT_S}.get(report.when)
+    in_default = not any(item.iter_markers(name) for name in ("integration", "slow", "gpu", "slurm"))
+    if limit is not None and report.passed and in_default and report.duration > limit:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{report.when} took {report.duration:.1f} s, over the default suite's limit of {limit:.0f} s: make it "
+            f"faster, share its set-up, or mark it integration (CONTRIBUTING.md, 'Which marker')"
+        )
+    return report
+
+
 def pytest_collection_modifyitems(config, items):
     """``gpu`` tests skip, with their reason, on machines without a CUDA device."""
     import torch
@@ -42,10 +89,32 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def shared_folder(tmp_path_factory, name: str):
+    """A folder every pytest-xdist worker of this run sees (the workers' common base), or this session's own."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """``<shared folder>/<name>/``, made by ``build(folder)`` in the first worker that asks; the others wait for it
+    (a file lock), then read it."""
+    shared = shared_folder(tmp_path_factory, name)
+    folder = shared / name
+    with FileLock(shared / "lock"):
+        if not (shared / "built").is_file():
+            folder.mkdir(exist_ok=True)
+            build(folder)
+            (shared / "built").touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory):
-    """One synthetic-face cache for the whole session, so each tiny data set renders once."""
-    return tmp_path_factory.mktemp("fairnas_cache")
+    """One synthetic-face cache for the whole run, so each tiny data set renders once (rendering publishes a data
+    set atomically, so workers may share it)."""
+    return shared_folder(tmp_path_factory, "fairnas_cache")
 
 
 @pytest.fixture
@@ -65,24 +134,22 @@ def tiny_config(tmp_path, cache_dir):
 
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory, cache_dir):
-    """One tiny DPN trained for one epoch on the tiny synthetic set, shared read-only by every test that needs a
-    finished run: its run folder (``checkpoints/last.ckpt``, ``metrics.json``, ...)."""
+    """One tiny DPN trained for one epoch on the tiny synthetic set, shared read-only by every test (and worker) that
+    needs a finished run: its run folder (``checkpoints/last.ckpt``, ``metrics.json``, ...)."""
     from fairnas.config import compose_config
     from fairnas.tasks.train import train
 
-    run = tmp_path_factory.mktemp("trained") / "run"
-    train(compose_config("train", [*TINY_DATA, f"paths.cache_dir={cache_dir}", "logger=none"], output_dir=run))
-    return run
+    overrides = [*TINY_DATA, f"paths.cache_dir={cache_dir}", "logger=none"]
+    return built_once(tmp_path_factory, "run", lambda run: train(compose_config("train", overrides, output_dir=run)))
 
 
 @pytest.fixture(scope="session")
 def tabular(tmp_path_factory):
     """``fairnas.benchmarks.tabular`` and a tiny table built with it (6 configurations x 2 seeds x 2 epochs, the
-    space of ``tests/test_bench_tabular.py``), built once for every bench test."""
+    space of ``tests/test_bench_tabular.py``), built once for every bench test (and worker)."""
     from fairnas.benchmarks import tabular as module
     from fairnas.tasks.train import train
     from tests.test_bench_tabular import build_tiny
 
-    folder = tmp_path_factory.mktemp("table")
-    build_tiny(module, folder, train, tmp_path_factory.mktemp("cache"))
-    return module, folder
+    cache = shared_folder(tmp_path_factory, "tiny_table_cache")
+    return module, built_once(tmp_path_factory, "tiny_table", lambda folder: build_tiny(module, folder, train, cache))

@@ -16,12 +16,27 @@ from torch import nn
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
 
-def assert_matches_golden(frame: pd.DataFrame, name: str) -> None:
-    """``frame`` as CSV, character for character (floats to their last digit), against ``tests/golden/<name>``:
-    outputs recorded on this machine before a refactor, which must not change them. ``FAIRNAS_RECORD_GOLDEN=1``
-    rewrites the file instead (record only from a commit whose outputs are known good)."""
-    text = frame.to_csv(index=False, lineterminator="\n")
+def cpu_vendor() -> str:
+    """The CPU's vendor as Linux names it (``GenuineIntel``, ``AuthenticAMD``), or ``unknown``."""
+    cpuinfo = Path("/proc/cpuinfo")
+    found = re.search(r"^vendor_id\s*:\s*(\S+)", cpuinfo.read_text(), re.M) if cpuinfo.is_file() else None
+    return found.group(1) if found else "unknown"
+
+
+def golden_path(name: str) -> Path:
+    """``tests/golden/<name>``, or its variant for this CPU's vendor (``<stem>.<vendor><suffix>``) where one was
+    recorded: a set whose float kernels round differently on another vendor's CPUs keeps one file per vendor."""
     path = GOLDEN / name
+    variant = path.with_name(f"{path.stem}.{cpu_vendor()}{path.suffix}")
+    return variant if variant.is_file() else path
+
+
+def assert_matches_golden(frame: pd.DataFrame, name: str) -> None:
+    """``frame`` as CSV, character for character (floats to their last digit), against ``tests/golden/<name>`` (or
+    this CPU vendor's variant of it): outputs recorded before a refactor, which must not change them.
+    ``FAIRNAS_RECORD_GOLDEN=1`` rewrites the file instead (record only from a commit whose outputs are known good)."""
+    text = frame.to_csv(index=False, lineterminator="\n")
+    path = golden_path(name)
     if os.environ.get("FAIRNAS_RECORD_GOLDEN") == "1":
         path.parent.mkdir(exist_ok=True)
         path.write_text(text)
@@ -93,9 +108,12 @@ class RecordTrainingLabels(pl.Callback):
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-needs_chromium = pytest.mark.skipif(
-    CHROMIUM is None, reason="headless Chromium is not installed (Debian package chromium)"
-)
+
+
+def needs_chromium(test):
+    """A test that opens a page in headless Chromium: in the integration set, skipped where Chromium is missing."""
+    skip = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (Debian package chromium)")
+    return pytest.mark.integration(skip(test))
 
 
 def chromium(folder: Path, *arguments: str) -> subprocess.CompletedProcess:

@@ -83,10 +83,14 @@ def test_an_interrupted_benchmark_run_resumes_with_its_trials_charged(tmp_path):
     assert consumed[-2] < 24 <= consumed[-1] < 24 + problem.max_budget  # one limit over both invocations
 
 
-@pytest.mark.parametrize("methods", [("smac", "smac_scratch", "random"), ("random", "moasha", "nsga2")])
+@pytest.mark.parametrize(
+    "methods",
+    [
+        ("smac", "smac_scratch", "random"),
+        pytest.param(("random", "moasha", "nsga2"), marks=pytest.mark.extra("moasha")),
+    ],
+)
 def test_benchmark_runs_every_method_to_the_same_consumed_budget(tmp_path, methods):
-    if "moasha" in methods:
-        pytest.importorskip("syne_tune")
     problem = analytic_problem()
     runs = benchmark(problem, methods=methods, seeds=[0], total_budget=24, work_dir=tmp_path)
     assert list(runs["method"].unique()) == list(methods)
@@ -156,9 +160,12 @@ def test_bad_input_fails_before_any_trial(tmp_path):
 
 @pytest.fixture
 def momf():
-    return pytest.importorskip("fairnas.benchmarks.botorch_problems")
+    import fairnas.benchmarks.botorch_problems
+
+    return fairnas.benchmarks.botorch_problems
 
 
+@pytest.mark.extra("botorch")
 @pytest.mark.parametrize("name", ["momf_branin_currin", "momf_park"])
 def test_momf_target_minimises_botorchs_maximised_objectives_at_the_budgets_fidelity(momf, name):
     import torch
@@ -180,6 +187,7 @@ def test_momf_target_minimises_botorchs_maximised_objectives_at_the_budgets_fide
     assert 0.8 < hypervolume(np.array(values), target.reference_point) / target.max_hypervolume < 1.05
 
 
+@pytest.mark.extra("botorch")
 @pytest.mark.parametrize("name", ["momf_branin_currin", "momf_park"])
 def test_momf_problems_run_every_method_and_report_the_share_of_botorchs_maximum(momf, tmp_path, name):
     problem = PROBLEMS[name]()
@@ -251,8 +259,8 @@ def test_the_plain_botorch_loop_is_skipped_on_a_problem_it_cannot_run(tmp_path, 
         run_method(problem, "reference_full", seed=0, total_budget=16, run_dir=tmp_path / "reference")
 
 
+@pytest.mark.extra("moasha")
 def test_every_method_searches_the_table(tiny_table, tmp_path):
-    pytest.importorskip("syne_tune")
     problem = table_problem("tiny", tables=tiny_table)
     runs = benchmark(problem, methods=DEFAULT_METHODS, seeds=[0, 1], total_budget=8, work_dir=tmp_path)
     assert set(runs["method"]) == set(DEFAULT_METHODS) and set(runs["budget"]) <= {1.0, 2.0}

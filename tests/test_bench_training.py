@@ -9,6 +9,7 @@ from bench import gpu_check, training_speed
 from fairnas.config import compose_config
 
 
+@pytest.mark.integration
 @pytest.mark.filterwarnings("ignore")
 def test_training_speed_reports_both_loops_and_every_model_variant(capsys):
     tables = training_speed.main(
@@ -81,6 +82,7 @@ def test_the_profile_part_times_lightning_steps_and_counts_their_device_reads(tm
     assert operations["host ms/step"].is_monotonic_decreasing and (tmp_path / "profile_summary.csv").is_file()
 
 
+@pytest.mark.integration
 def test_worker_speed_trains_every_way_and_gives_ratios_to_one_at_a_time(cache_dir):
     from bench import worker_speed
 

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
@@ -34,6 +36,7 @@ def test_ruff_lint_and_format() -> None:
     assert not failed, "\n".join(_report(result) for result in failed)
 
 
+@pytest.mark.integration
 def test_mypy() -> None:
     result = _run("mypy", "--config-file", str(ROOT / "pyproject.toml"))
     assert result.returncode == 0, _report(result)

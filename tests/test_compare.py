@@ -181,6 +181,7 @@ def test_compare_trains_every_pair_over_seeds_writes_the_tables_and_resumes(tmp_
     pd.testing.assert_frame_equal(again, summary)
 
 
+@pytest.mark.integration
 def test_compare_trains_on_two_dask_workers_baselines_first_and_resumes_without_them(tmp_path, cache_dir, monkeypatch):
     from fairnas.tasks import compare
 

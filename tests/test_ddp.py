@@ -18,6 +18,7 @@ from tests.conftest import TINY_DATA
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.integration
 def test_two_process_ddp_metrics_equal_one_process_on_the_same_weights(cache_dir, tmp_path):
     run = tmp_path / "run"
     done = subprocess.run(

@@ -338,3 +338,16 @@ def test_the_readme_commands_are_found():
     )  # a `\` continuation
     for path in DOCUMENTS:
         assert "data.table.root" not in path.read_text(), path
+
+
+def test_ci_runs_the_readmes_two_commands_as_typed_before_anything_else():
+    """``.ci/run`` starts with the README's set-up command and its test command, character for character (so a test
+    that needs more than the README installs fails in CI, as it would for a new user); only then come the extras."""
+    fenced = re.findall(r"```bash\n(.*?)```", README.read_text(), flags=re.S)
+    setup, tests = (block.strip() for block in fenced[:2])
+    assert setup.startswith("python3.11 -m venv .venv") and tests.endswith("python -m pytest"), (setup, tests)
+    ci = (REPO / ".ci" / "run").read_text().splitlines()
+    assert f"( {setup} )" in ci and f"( {tests} )" in ci
+    first, second = ci.index(f"( {setup} )"), ci.index(f"( {tests} )")
+    commands = [k for k, line in enumerate(ci) if re.search(r"\b(pip|pytest|python\S*)\s", line.split("#")[0])]
+    assert commands[:2] == [first, second], [ci[k] for k in commands[:2]]

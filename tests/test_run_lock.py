@@ -199,6 +199,7 @@ def _refused(command: list[str], folder: Path, holder: subprocess.Popen, cwd: Pa
     assert _snapshot(folder) == before  # .hydra/, the job log, the lock record: untouched
 
 
+@pytest.mark.integration
 def test_two_searches_on_one_folder_the_second_refuses_and_the_first_loses_nothing(tmp_path, cache_dir):
     folder, gate = tmp_path / "search", tmp_path / "go"
     command = search_command(folder, gate, cache_dir)
@@ -216,6 +217,7 @@ def test_two_searches_on_one_folder_the_second_refuses_and_the_first_loses_nothi
     assert len(list(folder.glob("trials/*/seed*/epochs1/trial.json"))) == 3
 
 
+@pytest.mark.integration
 def test_two_train_resume_auto_on_one_folder_the_second_refuses_and_the_first_finishes(tmp_path, cache_dir):
     folder, gate = tmp_path / "run", tmp_path / "go"
     command = _train_command(folder, gate, cache_dir)
@@ -231,6 +233,7 @@ def test_two_train_resume_auto_on_one_folder_the_second_refuses_and_the_first_fi
     assert not (folder / HOLDER_FILE).exists()
 
 
+@pytest.mark.integration
 def test_a_search_killed_by_sigkill_is_taken_over_and_resumed_without_clean_up(tmp_path, cache_dir):
     folder, gate = tmp_path / "search", tmp_path / "go"
     command = search_command(folder, gate, cache_dir, free=1)  # the first trial passes, the second waits
@@ -252,6 +255,7 @@ def test_a_search_killed_by_sigkill_is_taken_over_and_resumed_without_clean_up(t
     pd.testing.assert_frame_equal(trials.iloc[:1], before)
 
 
+@pytest.mark.integration
 def test_a_train_killed_by_sigkill_resumes_with_auto_without_clean_up(tmp_path, cache_dir):
     folder, gate = tmp_path / "run", tmp_path / "go"
     command = _train_command(folder, gate, cache_dir)

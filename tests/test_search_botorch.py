@@ -23,13 +23,14 @@ from tests.test_search_loop import SPACES, ZDT1, _check_outputs, _never_called, 
 from tests.test_search_resume import REPOSITORY, _rows
 from tests.test_search_strategies import MIXED_SPACE, _mixed_target
 
-pytest.importorskip("botorch")
+pytest.importorskip("botorch", reason="needs the botorch extra: pip install -e '.[botorch]'")
 
 from fairnas.search.encoding import SpaceEncoding
 from fairnas.search.strategies.botorch import model as gp
 from fairnas.search.strategies.botorch.model import ImputeInactive, OneHotCategoricalKernel
 from fairnas.search.strategies.botorch.strategy import BotorchStrategy
 
+pytestmark = pytest.mark.extra("botorch")
 SMALL = {"raw_samples": 16, "num_restarts": 2, "mc_samples": 16, "fit_maxiter": 50}
 FIDELITIES = ["full", "early_stop", "momf"]
 
@@ -282,6 +283,7 @@ def test_the_model_is_fitted_on_at_most_max_observations():
     assert kept == [(1.0, 0.0), (0.5, 0.5), (5, 5), (6, 6)]  # the two best front members by recency, the 2 latest
 
 
+@pytest.mark.integration
 def test_two_dask_workers_run_the_trials(tmp_path):
     result = _botorch(tmp_path, "early_stop", n_trials=10, n_workers=2, initial_design_size=2)
     trials = result.trials
@@ -313,6 +315,7 @@ RESUME_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.integration
 def test_sigkill_mid_search_then_rerun_continues_without_lost_or_repeated_trials(tmp_path):
     script, output_dir, calls = tmp_path / "search.py", tmp_path / "search", tmp_path / "calls.csv"
     script.write_text(RESUME_SCRIPT)
@@ -394,6 +397,7 @@ def test_without_botorch_the_search_stops_before_any_trial_with_the_install_line
     assert not (tmp_path / "search").exists()
 
 
+@pytest.mark.integration
 def test_search_py_runs_botorch_on_faces(tmp_path, cache_dir):
     from fairnas.tasks.search import run_face_search
     from tests.test_search_cli import search_config

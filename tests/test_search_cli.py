@@ -86,6 +86,7 @@ def test_search_writes_every_output_and_continues_across_fidelities(tmp_path, ca
     assert again.final is not None and again.final.front.equals(result.final.front)
 
 
+@pytest.mark.integration
 def test_the_tiny_search_reproduces_the_golden_set(tmp_path, cache_dir):
     """``search.py`` on tiny faces in a fresh process of one thread (an in-process run rounds differently after
     other tests, and other thread counts round differently): the trials and final-stage runs recorded before the

@@ -140,6 +140,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.integration
 def test_sigkill_during_the_final_stage_then_rerun_loses_and_repeats_nothing(tmp_path):
     script, output_dir, calls, log = (
         tmp_path / "search.py",

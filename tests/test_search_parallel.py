@@ -37,6 +37,7 @@ def _recording_target(config, seed, budget, *, log_dir, seconds=0.3):
     return ZDT1(config, seed, budget)
 
 
+@pytest.mark.integration
 def test_two_local_dask_workers_evaluate_trials_concurrently(tmp_path, monkeypatch):
     # as an earlier Dask cluster of this process leaves it (its nanny writes its start variables here)
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
@@ -87,6 +88,7 @@ def _torch_threads():
     return torch.get_num_threads()
 
 
+@pytest.mark.integration
 def test_a_call_alone_on_a_local_pool_trains_with_every_core_the_others_with_a_workers_share(monkeypatch):
     """A stage of one run (e.g. a study's sweep of one model) is not held to one worker's share of the cores, unless
     the environment pins the threads (as runs compared across pools do)."""
@@ -136,6 +138,7 @@ def test_train_all_submits_the_only_run_of_a_call_alone(tmp_path, monkeypatch):
     assert pool.submitted == [("only", True), ("first", False), ("second", False), ("left", False)]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("connection", ["address", "scheduler_file"])
 def test_an_existing_dask_scheduler_runs_the_trials(tmp_path, external_scheduler, connection):
     if connection == "address":
@@ -148,6 +151,7 @@ def test_an_existing_dask_scheduler_runs_the_trials(tmp_path, external_scheduler
     assert len(result.trials) == 4 and (result.trials["status"] == "success").all()
 
 
+@pytest.mark.integration
 def test_an_existing_scheduler_runs_as_many_trials_at_once_as_its_workers_have_threads(tmp_path, external_scheduler):
     log_dir = tmp_path / "calls"
     log_dir.mkdir()
@@ -161,6 +165,7 @@ def test_an_existing_scheduler_runs_as_many_trials_at_once_as_its_workers_have_t
     assert len(intervals) == 6 and any(next_start < end for (_, end), (next_start, _) in itertools.pairwise(intervals))
 
 
+@pytest.mark.integration
 def test_a_worker_that_joins_while_every_trial_runs_gets_a_trial_before_they_end(tmp_path, monkeypatch):
     import dask
     from distributed import LocalCluster
@@ -198,6 +203,7 @@ def test_an_unreachable_scheduler_stops_with_one_line_before_anything_is_written
     assert not (tmp_path / "search").exists()  # no search.json, no smac3/
 
 
+@pytest.mark.integration
 def test_a_scheduler_file_is_waited_for_with_a_message_then_named(tmp_path, external_scheduler, monkeypatch):
     messages = []  # what the search logs (read from its logger's calls: an earlier test's logging config may mute it)
     monkeypatch.setattr(parallel.log, "warning", lambda message, *args: messages.append(message % args))

@@ -54,6 +54,7 @@ def _rows(path):
     return len(pd.read_csv(path)) if path.exists() else 0
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("strategy", registered())
 def test_sigkill_mid_search_then_rerun_continues_without_lost_or_repeated_trials(tmp_path, strategy):
     script, output_dir, calls = tmp_path / "search.py", tmp_path / "search", tmp_path / "calls.csv"

@@ -38,7 +38,7 @@ def registered() -> list:
         pytest.param(
             name,
             marks=[
-                pytest.mark.skipif(not entry.available(), reason=f"{name}'s extra is missing"),
+                *([pytest.mark.extra(name)] if entry.requires is not None else []),
                 *([pytest.mark.slow] if name in SLOW else []),
             ],
         )
@@ -109,7 +109,7 @@ def test_the_paper_space_gets_only_valid_conditional_configurations(tmp_path, st
     assert (result.trials["status"] == "success").all(), result.trials["error_message"].tolist()
 
 
-@pytest.mark.skipif(not REGISTRY["moasha"].available(), reason="Syne Tune is not installed")
+@pytest.mark.extra("moasha")
 def test_moasha_promotes_configurations_rung_by_rung(tmp_path):
     result = _search(tmp_path, strategy="moasha", min_budget=1, max_budget=9, eta=3, n_trials=40)
     trials = result.trials
@@ -134,7 +134,7 @@ def test_crashed_trials_are_recorded_off_the_front(tmp_path, strategy):
     assert not set(result.pareto_front["config_id"]) & set(crashed["config_id"])
 
 
-@pytest.mark.skipif(not REGISTRY["moasha"].available(), reason="Syne Tune is not installed")
+@pytest.mark.extra("moasha")
 def test_moasha_never_continues_a_crashed_trial(tmp_path):
     trials = _search(tmp_path, target=_diverging, strategy="moasha", n_trials=20).trials
     assert (trials.loc[trials["status"] == "crashed", "budget"] == 1.0).all()  # it left no checkpoint to continue
@@ -159,6 +159,7 @@ def test_a_small_space_is_searched_until_exhausted_without_repeats(tmp_path, str
     assert len(trials) < 30
 
 
+@pytest.mark.integration
 def test_two_dask_workers_run_the_trials(tmp_path, strategy):
     result = _strategy_search(tmp_path, strategy, n_trials=10, n_workers=2)
     trials = result.trials
@@ -223,6 +224,7 @@ def test_moasha_without_syne_tune_stops_before_any_trial_with_the_install_line(t
     assert not (tmp_path / "search").exists()
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("strategy", registered())
 def test_search_py_runs_each_strategy_on_faces(tmp_path, cache_dir, strategy):
     options = [f"search.{strategy}.{key}={value}" for key, value in OPTIONS.get(strategy, {}).items()]

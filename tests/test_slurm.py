@@ -26,7 +26,7 @@ from tests.layouts import write_folders
 from tests.slurm_cluster import SlurmCluster, slurm_cluster, unavailable
 from tests.test_run_lock import search_command
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.integration]
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # the venv's `dask` command
 WORKER = (  # docs/scale.md's worker job, every address on 127.0.0.1

@@ -250,6 +250,7 @@ def test_the_surrogate_problem_names_the_missing_table_and_how_to_build_it(tmp_p
         surrogate_problem(tables=tmp_path)
 
 
+@pytest.mark.integration
 def test_bench_tabular_surrogate_writes_the_validation_of_each_family(tables, tmp_path, capsys):
     from bench import tabular
 

@@ -45,6 +45,7 @@ def test_bad_resume_is_one_line_naming_the_key(tiny_config, tmp_path, overrides,
         pytest.param(["data.in_memory=true", "data.group_sampling.weights={g0:1,g1:3}"], id="group_weighted"),
     ],
 )
+@pytest.mark.integration
 def test_killed_run_resumed_with_auto_equals_the_uninterrupted_run(cache_dir, tmp_path, data_path):
     """All three runs are ``python train.py`` processes: the same command is what a user re-runs, and in-process
     runs could differ from a subprocess in thread settings an earlier test changed (float summation order). With

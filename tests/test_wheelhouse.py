@@ -14,6 +14,7 @@ import pytest
 import wheelhouse
 
 REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.integration  # pip resolves the dependencies, or installs them
 
 
 @pytest.fixture(scope="module")
