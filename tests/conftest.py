@@ -37,8 +37,8 @@ TINY_DATA = [
 EXTRAS = {"botorch": "botorch", "moasha": "syne_tune", "slurm": "dask_jobqueue"}
 """Each optional extra of pyproject.toml that tests mark (``@pytest.mark.extra(name)``) and the module it brings."""
 
-CALL_LIMIT_S = float(os.environ.get("FAIRNAS_TEST_CALL_LIMIT_S", "20"))
-SETUP_LIMIT_S = float(os.environ.get("FAIRNAS_TEST_SETUP_LIMIT_S", "90"))
+CALL_LIMIT_S = float(os.environ.get("FAIRNAS_TEST_CALL_LIMIT_S", "25"))
+SETUP_LIMIT_S = float(os.environ.get("FAIRNAS_TEST_SETUP_LIMIT_S", "120"))
 """The default suite's limits: a test's own seconds, and a set-up's (a shared fixture's, charged to its first test).
 A default-suite test over either fails, so the README's test command cannot silently grow back; a test that needs
 longer belongs in the ``integration`` set (CONTRIBUTING.md). The variables raise them on a slower machine."""
