@@ -40,7 +40,6 @@ from fairnas import results
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 RECORDS = "FAIRNAS_SUITE_PROFILE_DIR"
-KINDS = ("install", "browser", "slurm", "search", "training", "subprocess", "unit")
 SLURM_PROGRAMS = {"sbatch", "squeue", "scancel", "sinfo", "srun", "slurmctld", "slurmd", "munged", "scontrol"}
 SEARCH_SCRIPTS = ("search.py", "study.py", "fairnas-search", "fairnas-study", "fairnas.tasks.search")
 TRAINING_SCRIPTS = ("train.py", "compare.py", "fairnas-train", "fairnas-compare", "fairnas.tasks.train")
@@ -134,8 +133,8 @@ def pytest_runtest_logreport(report):
 
 
 def kind_of(test: dict, processes: list[list[str]]) -> str:
-    """The first kind in KINDS that applies to ``test`` (its in-process counts) and the Python ``processes`` it
-    started (their command lines)."""
+    """The first kind, in the module docstring's order, that applies to ``test`` (its in-process counts) and the
+    Python ``processes`` it started (their command lines)."""
     words = [Path(part).name for argv in processes for part in argv[1:3]]
     programs = set(test["programs"])
     if "pip" in words or any(argv[1:3] == ["-m", "pip"] for argv in processes):
