@@ -3,7 +3,6 @@
 import difflib
 from typing import Any, cast
 
-import timm
 import torch
 from torch import nn
 
@@ -19,6 +18,8 @@ class TimmBackbone(nn.Module):
     """
 
     def __init__(self, name: str, pretrained: bool = False, in_chans: int = 3, **timm_kwargs: Any) -> None:
+        import timm  # 0.6 s to import: only where a run builds a timm backbone
+
         super().__init__()
         if not timm.is_model(name):
             close = difflib.get_close_matches(name, timm.list_models(), n=3)

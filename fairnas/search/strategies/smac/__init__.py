@@ -1,0 +1,86 @@
+"""``search.strategy=smac`` (the default): SMAC3 multi-fidelity Bayesian optimisation (thesis Sec. 4.4.5-4.4.6).
+
+MultiFidelityFacade with Hyperband or successive halving over budgets [min_budget, max_budget] with ``eta``, and
+ParEGO(rho) or a weighted mean aggregation of the objectives. This module holds its options (``search.smac``:
+:class:`SmacSettings`, conf/search/strategy/smac.yaml) and registers it;
+:mod:`~fairnas.search.strategies.smac.strategy` holds ``SmacStrategy`` and imports SMAC3, which happens only when a
+search builds the strategy (a training run or a search worker does not pay its 0.6 s import).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from ConfigSpace import ConfigurationSpace
+
+from fairnas.search.checks import Section, check_choice, integer, number, number_list, optional
+from fairnas.search.strategies.base import BuildContext, Registration, Strategy, register
+
+if TYPE_CHECKING:
+    from fairnas.search.settings import SearchSettings
+
+SCHEDULERS = ("hyperband", "successive_halving")
+MULTI_OBJECTIVE_ALGORITHMS = ("parego", "mean")
+
+
+@dataclasses.dataclass(frozen=True)
+class SmacSettings(Section):
+    """``search.smac``: the intensifier (``scheduler``: Hyperband or successive halving, thesis Sec. 4.4.5), the
+    aggregation of several objectives (``multi_objective``: ParEGO with ``rho``, thesis Sec. 4.4.6, or their mean
+    with ``objective_weights``), and ``n_seeds``: with more than 1, SMAC's intensifier races a configuration on up
+    to that many training seeds (its own answer to noise), every trial at max_budget."""
+
+    scheduler: str = "hyperband"
+    multi_objective: str = "parego"
+    rho: float = 0.05
+    objective_weights: tuple[float, ...] | None = None
+    n_seeds: int = 1
+    section = "smac"
+
+    @classmethod
+    def checked(cls, values: dict[str, Any]) -> SmacSettings:
+        check_choice("smac.scheduler", values["scheduler"], SCHEDULERS)
+        check_choice("smac.multi_objective", values["multi_objective"], MULTI_OBJECTIVE_ALGORITHMS)
+        settings = cls(
+            scheduler=values["scheduler"],
+            multi_objective=values["multi_objective"],
+            rho=number("smac.rho", values["rho"]),
+            objective_weights=optional(number_list, "smac.objective_weights", values["objective_weights"]),
+            n_seeds=integer("smac.n_seeds", values["n_seeds"], minimum=1),
+        )
+        if settings.rho < 0:
+            raise ValueError(f"search.smac.rho must be >= 0, got {settings.rho}")
+        if settings.objective_weights is not None and settings.multi_objective != "mean":
+            raise ValueError(
+                "search.smac.objective_weights need search.smac.multi_objective='mean' (ParEGO draws its own weights)"
+            )
+        return settings
+
+
+def check(settings: SearchSettings) -> None:
+    """One non-negative objective weight per objective."""
+    weights, n_objectives = settings.options.objective_weights, len(settings.objectives)
+    if weights is not None and (len(weights) != n_objectives or min(weights) < 0):
+        raise ValueError(
+            f"search.smac.objective_weights must be {n_objectives} non-negative numbers, got {list(weights)}"
+        )
+
+
+def build(configspace: ConfigurationSpace, settings: SearchSettings, context: BuildContext) -> Strategy:
+    from fairnas.search.strategies.smac.strategy import SmacStrategy  # SMAC3 takes 0.6 s to import
+
+    return SmacStrategy(configspace, settings, output_directory=context.output_dir / "smac3")
+
+
+register(
+    Registration(
+        "smac",
+        build,
+        options=SmacSettings,
+        check=check,
+        resume_invariant=("scheduler", "multi_objective", "rho", "objective_weights", "n_seeds"),
+        multi_fidelity=True,
+        title="SMAC",
+    )
+)
