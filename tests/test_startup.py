@@ -15,4 +15,3 @@ def test_the_training_and_trial_paths_import_neither_smac_nor_timm():
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
-
