@@ -126,7 +126,8 @@ PROBLEMS |= {"faces": face_problem, "table": blackboxes.PROBLEMS["table"]}
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--problem", nargs="+", choices=[*PROBLEMS, "all"], default=["analytic"])
-    parser.add_argument("--seeds", type=int, default=5, help="seeds 0 .. N-1 per method")
+    parser.add_argument("--seeds", type=int, default=5, help="seeds F .. F+N-1 per method (F: --first-seed)")
+    parser.add_argument("--first-seed", type=int, default=0, help="the first seed (a pilot's and a plan's differ)")
     parser.add_argument(
         "--shard",
         type=parse_shard,
@@ -149,8 +150,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--work-dir", type=Path, help="keep the searches here (default: a temporary directory)")
     parser.add_argument("--figure", type=Path, help="PNG of hypervolume against consumed epochs, a panel per problem")
     args = parser.parse_args(argv)
-    if args.seeds < 1:
-        parser.error(f"--seeds must be >= 1, got {args.seeds}")
+    if args.seeds < 1 or args.first_seed < 0:
+        parser.error(f"--seeds must be >= 1 and --first-seed >= 0, got {args.seeds} and {args.first_seed}")
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
     try:
         final = FinalSettings(top_k=args.final_top_k, seeds=args.final_seeds)
         FinalSettings.from_mapping(dataclasses.asdict(final))
@@ -179,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 runs = benchmark(
                     problem,
                     methods=args.methods,
-                    seeds=[seed for seed in range(args.seeds) if seed % args.shard[1] == args.shard[0]],
+                    seeds=[seed for seed in seeds if seed % args.shard[1] == args.shard[0]],
                     total_budget=total_budget,
                     work_dir=work_dir if len(budgets) == 1 else work_dir / f"budget{total_budget:g}",
                     final=final,

@@ -12,9 +12,10 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from fairnas.benchmarks.design import sobol_design
-from fairnas.benchmarks.problems import surrogate_problem
+from fairnas.benchmarks.problems import GOOD_SHARE, REFERENCE_MARGIN, surrogate_problem
 from fairnas.benchmarks.runner import benchmark
 from fairnas.benchmarks.summary import answer_quality, format_quality
 from fairnas.benchmarks.surrogate import (
@@ -25,9 +26,10 @@ from fairnas.benchmarks.surrogate import (
     Surrogate,
     cross_validate,
     fast_predictor,
+    mean_ceiling,
 )
 from fairnas.benchmarks.surrogate_target import SurrogateTarget
-from fairnas.benchmarks.tables import load_table
+from fairnas.benchmarks.tables import load_table, true_values
 from fairnas.config import SPACES_DIR
 from fairnas.search import SearchSettings, config_id, load_space, run_search
 
@@ -200,11 +202,21 @@ def test_the_surrogate_target_returns_a_runs_epoch_and_refuses_other_budgets(sur
 def test_held_out_validation_reports_ranking_noise_ceiling_front_and_coverage(runs):
     result = cross_validate(load_space(SPACE), runs, folds=4)
     for name in ("error", "rank_disparity"):
-        assert 0.5 < result[f"ceiling_{name}"] < 0.9  # the generated noise leaves this much to rank
+        assert 0.5 < result[f"seed_pair_tau_{name}"] < 0.9  # the generated noise leaves this much to rank
+        # like for like: the held-out 2-seed means against what the truth itself scores on them
+        assert result[f"ceiling_{name}"] == pytest.approx(mean_ceiling(result[f"seed_pair_tau_{name}"], 2))
+        assert result[f"ceiling_{name}"] > result[f"seed_pair_tau_{name}"]
         assert result[f"tau_ratio_{name}"] == pytest.approx(result[f"tau_{name}"] / result[f"ceiling_{name}"])
-        assert result[f"tau_ratio_{name}"] > 0.9
+        assert 0.7 < result[f"tau_ratio_{name}"] <= 1.02  # 256 configurations: the forest is not perfect
+        assert 0.8 < result[f"one_seed_ratio_{name}"] < 1.5  # against one seed a good model beats a second seed
+        assert result[f"top_seed_pair_tau_{name}"] < result[f"seed_pair_tau_{name}"]  # a narrower range to rank
+        assert result[f"top_ceiling_{name}"] < result[f"ceiling_{name}"] and np.isfinite(result[f"top_tau_{name}"])
+        # the generated noise is the same in and out of the top region: the noise model predicts it there
+        assert 0.67 < result[f"top_predicted_sd_{name}"] / result[f"top_seed_sd_{name}"] < 1.5
         assert 0.8 < result[f"coverage_{name}"] < 0.97  # the noise model is calibrated: 0.9 is the target
         assert 0.5 < result[f"run_coverage_{name}"] < result[f"coverage_{name}"]  # the mean's error widens it
+        assert 0.5 < result[f"run_coverage_{name}_top"] <= 1 and 0.5 < result[f"run_coverage_{name}_learning"] <= 1
+        assert np.isnan(result[f"run_coverage_{name}_chance"])  # every generated configuration learned
     assert 0.8 < result["front_share"] <= 1
     with pytest.raises(ValueError, match="unknown surrogate family 'svm'"):
         cross_validate(load_space(SPACE), runs, "svm")
@@ -212,13 +224,30 @@ def test_held_out_validation_reports_ranking_noise_ceiling_front_and_coverage(ru
         cross_validate(load_space(SPACE), runs, group_by=["head"])
 
 
-def test_on_the_noisy_table_the_surrogate_ranks_held_out_operations_as_well_as_a_second_seed():
+@pytest.mark.parametrize("seeds", [1, 2, 5])
+def test_the_ceiling_is_what_the_truth_itself_scores_against_a_mean_of_seeds(seeds):
+    """``mean_ceiling``: from the tau between two single seeds alone, the tau of the true values against an S-seed
+    mean (what a perfect model scores on held-out means), here measured on normal values of reliability 0.8."""
+    rng = np.random.default_rng(seeds)
+    truth = rng.standard_normal(20_000)
+    runs = truth[:, None] + 0.5 * rng.standard_normal((truth.size, max(seeds, 2)))
+    seed_pair = stats.kendalltau(runs[:, 0], runs[:, 1]).statistic
+    perfect = stats.kendalltau(truth, runs[:, :seeds].mean(axis=1)).statistic
+    assert mean_ceiling(seed_pair, seeds) == pytest.approx(perfect, abs=0.01)
+    assert mean_ceiling(seed_pair, 1) == pytest.approx(2 / np.pi * np.arcsin(np.sqrt(np.sin(np.pi * seed_pair / 2))))
+    assert np.isnan(mean_ceiling(-0.1, seeds))  # seeds that disagree leave nothing to rank
+
+
+def test_on_the_noisy_table_the_surrogate_ranks_a_held_out_seed_nearly_as_well_as_a_second_seed():
     """The shipped noisy table (81 configurations, 3 seeds), whole operation triples held out: the forest's predicted
-    means rank the held-out configurations at least 0.9x as well as one seed ranks another."""
+    means rank one held-out seed at least 0.8x as well as another seed does. Against the held-out 3-seed means, like
+    for like, it reaches 0.54x of a perfect model for error (docs/search_benchmark.md): this table is too small and
+    too noisy in error to rank architectures, and the test keeps that reading from getting worse."""
     table, spec = load_table("dpn_showcase_noisy")
     space = load_space(SPACES_DIR.parent / spec["space"])
     result = cross_validate(space, RunsTable.of(table, spec["objectives"]), group_by=["op0", "op1", "op2"])
-    assert result["tau_ratio_error"] >= 0.9 and result["tau_ratio_rank_disparity"] >= 0.9
+    assert result["one_seed_ratio_error"] >= 0.8 and result["one_seed_ratio_rank_disparity"] >= 0.9
+    assert result["tau_ratio_error"] >= 0.5 and result["tau_ratio_rank_disparity"] >= 0.8
 
 
 def test_any_strategy_searches_the_surrogate_in_seconds(surrogate, tmp_path):
@@ -231,12 +260,27 @@ def test_any_strategy_searches_the_surrogate_in_seconds(surrogate, tmp_path):
     assert set(result.trials["budget"]) <= {1, 2, 4} and len(result.pareto_front) >= 1
 
 
+def test_the_reference_point_spans_the_good_configurations_as_many_spreads_wide_in_each_objective(tables):
+    """Fixed from the table before any search: the quarter of configurations lowest in true error all lie inside
+    the box, and the box is the same number of those configurations' standard deviations wide in both objectives."""
+    table, spec = load_table("generated", tables)
+    truth = true_values(table, spec["objectives"], spec["max_budget"])
+    reference = np.array(surrogate_problem("generated", tables=tables).reference_point)
+    good = truth[truth["error"] <= truth["error"].quantile(GOOD_SHARE)]
+    assert (good.to_numpy() < reference).all() and (truth.to_numpy() >= reference).any(axis=1).mean() > 0.5
+    widths = (reference - truth.min().to_numpy()) / good.std().to_numpy()
+    assert widths[0] == pytest.approx(widths[1]) and widths[0] > REFERENCE_MARGIN * 2
+
+
 def test_a_benchmark_on_the_surrogate_judges_answers_at_its_means(tables, tmp_path):
     problem = surrogate_problem("generated", tables=tables)
     assert problem.name == "surrogate:generated" and problem.max_hypervolume > 0
     runs = benchmark(problem, methods=["random", "random+final"], seeds=[0, 1, 2], total_budget=40, work_dir=tmp_path)
     quality = answer_quality(runs, problem)
-    assert len(quality) == 6 and quality["true_share"].between(0.3, 1.05).all()
+    assert len(quality) == 6 and quality["true_share"].between(0.0, 1.05).all()
+    # the answer is some of the configurations the run trained at the full budget: the best of them judged without
+    # the noisy selection is at least as good
+    assert (quality["evaluated_true_share"] >= quality["true_share"] - 1e-12).all()
     assert quality["heldout_true_share"].isna().all()  # the truth is the model's mean: no seeds are held out
     random = quality[quality["method"] == "random"]
     assert random["gap_closed"].mean() == pytest.approx(0.0, abs=1e-12)  # 0 is random search's mean answer

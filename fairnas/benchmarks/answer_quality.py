@@ -10,6 +10,9 @@ surrogate benchmark, the surrogate's predicted means: :class:`~fairnas.benchmark
 - The pick: the answer's configuration of lowest estimated error (what a user deploys); ``pick_<objective>`` its
   true values, ``pick_<objective>_gap`` its true value less the value the run reported for it (positive: the run
   promised better than the configuration is; the winner's curse of picking the best of noisy values).
+- ``evaluated_true_share``: the true share of every configuration the run trained at the full budget, judged
+  without the noisy selection: how much of the answer's shortfall is the search's (what it trained) and how much
+  the selection's (what it returned from it).
 - ``heldout_*``: the same, with the true values averaged only over the table seeds the search never read. The
   seeds a search read also decided what it returned, so their mean flatters its answer; the held-out mean does not
   (it is noisier: fewer seeds).
@@ -57,16 +60,27 @@ def answer(trials: pd.DataFrame, objectives: Sequence[str], max_budget: float) -
     stage's re-training runs; else the search's full-budget trials), front only, sorted by the first objective; with
     their ``config`` when the trials have one."""
     final = trials[trials["stage"] == "final"] if "stage" in trials else trials.iloc[:0]
-    rows = final if len(final) else trials[np.isclose(trials["budget"].to_numpy(dtype=float), max_budget)]
-    rows = rows[rows["status"] == SUCCESS]
-    columns = {name: (name, "mean") for name in objectives}
-    if "config" in rows:
-        columns["config"] = ("config", "first")
-    estimates = rows.groupby("config_id").agg(**columns)
+    estimates = _estimates(final if len(final) else trials, objectives, max_budget)
     if estimates.empty:
         return estimates
     front = estimates[non_dominated_mask(estimates[list(objectives)].to_numpy(dtype=float))]
     return front.sort_values(list(objectives))
+
+
+def evaluated(trials: pd.DataFrame, objectives: Sequence[str], max_budget: float) -> pd.DataFrame:
+    """Every configuration a run trained at the full budget (search or final stage), with its mean observed values:
+    what a selection without noise could have returned from the same trials."""
+    return _estimates(trials, objectives, max_budget)
+
+
+def _estimates(trials: pd.DataFrame, objectives: Sequence[str], max_budget: float) -> pd.DataFrame:
+    """Per configuration (index ``config_id``): the mean of its successful full-budget trials' ``objectives``, and its
+    ``config`` when the trials have one."""
+    rows = trials[np.isclose(trials["budget"].to_numpy(dtype=float), max_budget) & (trials["status"] == SUCCESS)]
+    columns = {name: (name, "mean") for name in objectives}
+    if "config" in rows:
+        columns["config"] = ("config", "first")
+    return rows.groupby("config_id").agg(**columns)
 
 
 def quality(
@@ -75,8 +89,11 @@ def quality(
     reference_point: Sequence[float],
     max_hypervolume: float,
     read_seeds: Sequence[int],
+    trained: pd.DataFrame | None = None,
 ) -> dict[str, float]:
-    """``true_share``, ``pick_<objective>`` and their ``heldout_`` versions of an answer (see the module docstring);
+    """``true_share``, ``pick_<objective>`` and their ``heldout_`` versions of an answer (see the module docstring),
+    and, given the configurations the run ``trained`` at the full budget (:func:`evaluated`),
+    ``evaluated_true_share``: the true share of the best of them, the answer a selection without noise would return;
     NaN where the run returned nothing (or read every seed, for the held-out values)."""
     held_out = [seed for seed in truth.seeds if seed not in set(read_seeds)]
     result: dict[str, float] = {"answer_size": float(len(returned))}
@@ -91,4 +108,7 @@ def quality(
         result |= {f"{prefix}pick_{name}": float(pick[name]) for name in truth.objectives}
         estimated = returned.iloc[0]
         result |= {f"{prefix}pick_{name}_gap": float(pick[name] - estimated[name]) for name in truth.objectives}
+    if trained is not None:
+        volume = hypervolume(truth.judge(trained).to_numpy(dtype=float), reference_point) if len(trained) else np.nan
+        result["evaluated_true_share"] = volume / max_hypervolume
     return result

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from fairnas.benchmarks.answer_quality import answer, quality
+from fairnas.benchmarks.answer_quality import answer, evaluated, quality
 from fairnas.benchmarks.figure import volume_on_grid
 from fairnas.benchmarks.methods import METHODS
 from fairnas.benchmarks.problems import Problem
@@ -91,8 +91,10 @@ def answer_quality(runs: pd.DataFrame, problem: Problem) -> pd.DataFrame:
     for (method, seed), trials in runs.groupby(["method", "seed"], sort=False):
         read = truth.seed_order(int(seed))[: trials["training_seed"].nunique()]
         returned = answer(trials, problem.objectives, problem.max_budget)
-        row = quality(returned, truth, problem.reference_point, problem.max_hypervolume, read)
-        rows.append({"method": method, "seed": seed, "epochs": trials["cost"].sum(), **row})
+        trained = evaluated(trials, problem.objectives, problem.max_budget)
+        row = quality(returned, truth, problem.reference_point, problem.max_hypervolume, read, trained)
+        wall = {"run_wall_time_s": float(trials["run_wall_time_s"].iloc[0])} if "run_wall_time_s" in trials else {}
+        rows.append({"method": method, "seed": seed, "epochs": trials["cost"].sum(), **row, **wall})
     quality_runs = pd.DataFrame(rows)
     for prefix in ("", "heldout_"):
         shares = quality_runs[f"{prefix}true_share"]
@@ -103,6 +105,7 @@ def answer_quality(runs: pd.DataFrame, problem: Problem) -> pd.DataFrame:
 
 QUALITY_COLUMNS = (
     "true_share",
+    "evaluated_true_share",
     "gap_closed",
     "pick_error",
     "pick_rank_disparity",
@@ -115,7 +118,7 @@ def format_quality(quality_runs: pd.DataFrame, problem: Problem, total_budget: f
     """A markdown table of the answers' true quality per method: mean ± s.e. over seeds, and the paired difference
     from random search and, for a method with the final stage, from the same method without it, in s.e."""
     prefix = "heldout_" if held_out else ""
-    columns = [f"{prefix}{name}" for name in QUALITY_COLUMNS]
+    columns = [f"{prefix}{name}" for name in QUALITY_COLUMNS if f"{prefix}{name}" in quality_runs]
     wide = quality_runs.set_index(["method", "seed"])
     header = ["method", "epochs", *columns, "vs random search", "vs the method alone", "answer size"]
     lines = [

@@ -66,6 +66,11 @@ BOUNDS = {"error": (0.0, 1.0)}
 
 INTERVAL = 0.9
 """The central probability of the noise interval whose coverage :func:`cross_validate` reports."""
+TOP_SHARE = 0.25
+"""The share of configurations, lowest in measured error, :func:`cross_validate` also ranks apart (the top region)."""
+CHANCE_ERROR = 0.9
+"""Measured error at or above which :func:`cross_validate` counts a configuration as not having learned (chance is
+about 1 with hundreds of identities)."""
 
 
 class Encoding:
@@ -120,6 +125,10 @@ class RunsTable:
 
     def subset(self, rows: np.ndarray) -> RunsTable:
         return RunsTable([self.configs[i] for i in rows], self.values[rows], self.seeds, self.epochs, self.objectives)
+
+    def ids(self) -> set[str]:
+        """The ``config_id`` of every configuration."""
+        return {config_id(config) for config in self.configs}
 
     def means(self) -> np.ndarray:
         """[configuration, epoch, objective]: the mean over the seeds each configuration has."""
@@ -331,14 +340,20 @@ def cross_validate(
     configurations (each configuration its own group, or those sharing the values of ``group_by``, e.g. the
     operations), predictions at the last epoch. Per objective:
 
-    - ``tau_<objective>``: Kendall's tau of the predicted means against the held-out configurations' measured means;
-      ``ceiling_<objective>``: the tau between two single seeds of the same configurations (mean over seed pairs),
-      what the noise leaves to rank; ``tau_ratio_<objective>``, the first over the second;
+    - ``tau_<objective>``: Kendall's tau of the predicted means against the held-out configurations' measured means
+      (S-seed means); ``ceiling_<objective>``: the tau the true means themselves would reach against those S-seed
+      means (:func:`mean_ceiling` of ``seed_pair_tau_<objective>``, the tau between two single seeds), so
+      ``tau_ratio_<objective>``, the first over the second, is 1 for a perfect model; ``one_seed_ratio_<objective>``,
+      prediction against one held-out seed over seed against seed, a second, conservative reading;
+    - the same three (``top_`` prefix) over the :data:`TOP_SHARE` of configurations lowest in measured error, the
+      region searches end in, with its measured seed s.d. (``top_seed_sd_``, pooled) and the predicted one
+      (``top_predicted_sd_``);
     - ``coverage_<objective>``, the calibration of the predicted noise: the share of the held-out seed values inside
       its central :data:`INTERVAL` interval around their configuration's measured mean (an S-seed mean: the
       interval scaled by sqrt((S - 1) / S), the spread of a seed around it); ``run_coverage_<objective>``: the share
       inside the interval of the distribution :meth:`Surrogate.sample` draws from, around the predicted mean (the
-      mean model's error counts against it too).
+      mean model's error counts against it too), also apart over the top region (``_top``), the configurations
+      that learned (measured error below :data:`CHANCE_ERROR`, ``_learning``) and those that did not (``_chance``).
 
     ``front_share``: the hypervolume of the configurations the predicted means put on the front, judged at their
     measured means, as a share of the measured front's (``reference_point`` default: 1.1 x the worst measured
@@ -360,23 +375,57 @@ def cross_validate(
     half_width = stats.norm.ppf(0.5 + INTERVAL / 2) * sd
     n_seeds = (~np.isnan(last[:, :, 0])).sum(axis=1)
     several = n_seeds >= 2
+    top = measured[:, 0] <= np.quantile(measured[:, 0], TOP_SHARE)
+    regions = {"top": top, "learning": measured[:, 0] < CHANCE_ERROR, "chance": measured[:, 0] >= CHANCE_ERROR}
     for k, name in enumerate(runs.objectives):
-        tau = stats.kendalltau(predicted[:, k], measured[:, k]).statistic
-        ceiling = _seed_pair_tau(last[:, :, k])
         seeds = last[:, :, k]
+        for prefix, rows in (("", slice(None)), ("top_", top)):
+            result |= _ranking(prefix, name, predicted[rows, k], measured[rows, k], seeds[rows], n_seeds[rows])
         around_mean = np.abs(seeds - measured[:, k, None]) <= (half_width[:, k] * np.sqrt(1 - 1 / n_seeds))[:, None]
         around_prediction = np.abs(seeds - predicted[:, k, None]) <= half_width[:, k, None]
-        result |= {
-            f"tau_{name}": float(tau),
-            f"ceiling_{name}": ceiling,
-            f"tau_ratio_{name}": float(tau / ceiling) if ceiling > 0 else np.nan,
-            f"coverage_{name}": float(around_mean[several][~np.isnan(seeds[several])].mean()),
-            f"run_coverage_{name}": float(around_prediction[~np.isnan(seeds)].mean()),
-        }
+        result[f"coverage_{name}"] = float(around_mean[several][~np.isnan(seeds[several])].mean())
+        result[f"run_coverage_{name}"] = float(around_prediction[~np.isnan(seeds)].mean())
+        for region, rows in regions.items():
+            inside = around_prediction[rows][~np.isnan(seeds[rows])]
+            result[f"run_coverage_{name}_{region}"] = float(inside.mean()) if inside.size else np.nan
+        contrasts = np.nanstd(seeds[top & several], axis=1, ddof=1)
+        result[f"top_seed_sd_{name}"] = float(np.sqrt(np.mean(contrasts**2)))
+        result[f"top_predicted_sd_{name}"] = float(np.sqrt(np.mean(sd[top & several, k] ** 2)))
     reference = np.asarray(reference_point if reference_point is not None else 1.1 * measured.max(axis=0), float)
     chosen = measured[non_dominated_mask(predicted)]
     result["front_share"] = hypervolume(chosen, reference) / hypervolume(measured, reference)
     return result
+
+
+def _ranking(
+    prefix: str, name: str, predicted: np.ndarray, measured: np.ndarray, seeds: np.ndarray, n_seeds: np.ndarray
+) -> dict[str, float]:
+    """``cross_validate``'s ranking figures of one objective over some configurations (see there)."""
+    tau = float(stats.kendalltau(predicted, measured).statistic)
+    seed_pair = _seed_pair_tau(seeds)
+    ceiling = mean_ceiling(seed_pair, float(np.median(n_seeds)))
+    one_seed = [
+        stats.kendalltau(predicted[~np.isnan(column)], column[~np.isnan(column)]).statistic for column in seeds.T
+    ]
+    return {
+        f"{prefix}tau_{name}": tau,
+        f"{prefix}ceiling_{name}": ceiling,
+        f"{prefix}tau_ratio_{name}": tau / ceiling if ceiling > 0 else np.nan,
+        f"{prefix}seed_pair_tau_{name}": seed_pair,
+        f"{prefix}one_seed_ratio_{name}": float(np.mean(one_seed)) / seed_pair if seed_pair > 0 else np.nan,
+    }
+
+
+def mean_ceiling(seed_pair_tau: float, seeds: float) -> float:
+    """The Kendall tau between the true means and an S-seed mean (S = ``seeds``), given the tau between two single
+    seeds: for normal values Kendall's tau is (2 / pi) arcsin(r) (Greiner's relation), so r1 = sin(pi tau / 2) is one
+    seed's reliability; an S-seed mean's is S r1 / (1 + (S - 1) r1) (Spearman-Brown) and its correlation with the
+    truth the square root of that. What a perfect model would score against held-out S-seed means."""
+    r1 = np.sin(np.pi * seed_pair_tau / 2)
+    if not np.isfinite(r1) or r1 <= 0:
+        return float("nan")
+    reliability = seeds * r1 / (1 + (seeds - 1) * r1)
+    return float(2 / np.pi * np.arcsin(np.sqrt(reliability)))
 
 
 def _groups(configs: Sequence[Mapping[str, Any]], group_by: Sequence[str]) -> np.ndarray:

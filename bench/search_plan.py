@@ -1,0 +1,157 @@
+"""A strategy comparison planned before it runs (:mod:`fairnas.benchmarks.comparison_plan`), in three steps:
+
+1. a pilot on seeds of their own, every method at every budget (``bench/search_efficiency.py --first-seed 0
+   --quality-output pilot_quality.csv``);
+2. ``plan``: the seeds each comparison needs from the pilot's noise and costs; it writes ``plan.json`` with the
+   commands of the confirmatory runs (seeds from ``--first-seed``), committed before they run;
+3. ``verdicts``: the confirmatory runs' leads over random search, Holm-adjusted per budget, as a CSV, a markdown
+   table and a figure (each method's lead with its 95 % interval, per budget).
+
+    python bench/search_plan.py plan --pilot results/search_comparison/pilot_quality.csv --problem surrogate \\
+        --methods random smac botorch --budgets 30 60 120 240 --min-lead 0.02 --core-hours 4 \\
+        --output results/search_comparison/plan.json
+    python bench/search_plan.py verdicts --plan results/search_comparison/plan.json \\
+        --quality results/search_comparison/quality.csv --output results/search_comparison/verdicts.csv \\
+        --figure docs/assets/search_comparison.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from scipy import stats
+
+from fairnas.benchmarks.comparison_plan import make_plan, planned_seeds, verdicts
+from fairnas.benchmarks.methods import METHODS
+from fairnas.benchmarks.problems import PROBLEMS
+from fairnas.io import write_json_atomic, write_text_atomic
+
+RUN = "PYTHONHASHSEED=0 OMP_NUM_THREADS=1 python bench/search_efficiency.py"
+
+
+def confirmatory_commands(plan: dict, problem: str, work_dir: str = "outputs/search_comparison") -> list[str]:
+    """The ``bench/search_efficiency.py`` command of each (method, budget) the plan runs, on its planned seeds."""
+    commands = []
+    for cell in plan["cells"]:
+        seeds = planned_seeds(plan, cell["budget"], cell["method"])
+        epochs = cell["budget"] * plan["max_budget"]
+        commands.append(
+            f"{RUN} --problem {problem} --methods {cell['method']} --total-budget {epochs} "
+            f"--first-seed {seeds[0]} --seeds {len(seeds)} --work-dir {work_dir}/{cell['method']}_{epochs} "
+            f"--quality-output {work_dir}/quality_{cell['method']}_{epochs}.csv"
+        )
+    return commands
+
+
+def verdict_table(table: pd.DataFrame, plan: dict) -> str:
+    """Markdown: per budget (rows) and method (columns), the lead over random search ± s.e. (Holm p) and verdict."""
+    header = ["full trials", *(METHODS[method].label for method in plan["methods"])]
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for budget, rows in table.groupby("budget", sort=True):
+        cells = [str(budget)]
+        for method in plan["methods"]:
+            row = rows[rows["method"] == method].iloc[0]
+            cells.append(
+                f"{row['lead']:+.3f} ± {row['lead_se']:.3f} (Holm p {row['p_holm']:.2g}, {row['seeds']} seeds): "
+                f"{row['verdict']}"
+            )
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def lead_figure(table: pd.DataFrame, plan: dict) -> Figure:
+    """Each method's true-share lead over random search with its 95 % t-interval, per budget (log axis)."""
+    figure = Figure(figsize=(7, 4))
+    axis = figure.subplots()
+    offsets = np.linspace(-0.06, 0.06, len(plan["methods"]))
+    for offset, method in zip(offsets, plan["methods"], strict=True):
+        rows = table[table["method"] == method].sort_values("budget")
+        half = stats.t.ppf(0.975, np.maximum(rows["seeds"] - 1, 1)) * rows["lead_se"]
+        x = rows["budget"] * np.exp(offset)
+        axis.errorbar(x, rows["lead"], yerr=half, marker="o", capsize=3, label=METHODS[method].label)
+    axis.axhline(0.0, color="black", linewidth=0.8)
+    for sign in (1, -1):
+        axis.axhline(sign * plan["min_lead"], color="grey", linestyle=":", linewidth=0.8)
+    axis.set_xscale("log")
+    axis.set_xticks(plan["budgets_full_trials"], [str(b) for b in plan["budgets_full_trials"]])
+    axis.set_xlabel("full trials of compute")
+    axis.set_ylabel("true share minus random search's")
+    axis.set_title(f"{plan['problem']}: lead over random search (95 % interval; dotted: ±{plan['min_lead']:g})")
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    return figure
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    plan_parser = commands.add_parser("plan", help="size the comparison from a pilot; write plan.json")
+    plan_parser.add_argument("--pilot", type=Path, required=True, help="the pilot's --quality-output CSV")
+    plan_parser.add_argument("--problem", choices=list(PROBLEMS), default="surrogate")
+    plan_parser.add_argument("--methods", nargs="+", required=True, choices=list(METHODS))
+    plan_parser.add_argument("--budgets", nargs="+", type=int, required=True, help="full trials of compute")
+    plan_parser.add_argument("--min-lead", type=float, default=0.02, help="smallest lead in true share to detect")
+    plan_parser.add_argument("--alpha", type=float, default=0.05)
+    plan_parser.add_argument("--power", type=float, default=0.8)
+    plan_parser.add_argument("--core-hours", type=float, required=True, help="compute the confirmatory runs may use")
+    plan_parser.add_argument("--first-seed", type=int, default=1000, help="the confirmatory runs' first seed")
+    plan_parser.add_argument("--output", type=Path, required=True)
+    verdict_parser = commands.add_parser("verdicts", help="judge the confirmatory runs by the plan")
+    verdict_parser.add_argument("--plan", type=Path, required=True)
+    verdict_parser.add_argument("--quality", type=Path, nargs="+", required=True, help="--quality-output CSVs")
+    verdict_parser.add_argument("--output", type=Path, required=True, help="verdicts CSV (a .md table beside it)")
+    verdict_parser.add_argument("--figure", type=Path)
+    args = parser.parse_args(argv)
+
+    if args.command == "plan":
+        if not args.pilot.is_file():
+            parser.error(f"--pilot {args.pilot} is not a file")
+        if "random" not in args.methods:
+            parser.error("--methods must include random (every comparison is against random search)")
+        if not (args.min_lead > 0 and 0 < args.alpha < 1 and 0 < args.power < 1):
+            parser.error("--min-lead must be > 0, --alpha and --power in (0, 1)")
+        problem = PROBLEMS[args.problem]()
+        pilot = pd.read_csv(args.pilot)
+        if args.first_seed <= pilot["seed"].max():
+            parser.error(f"--first-seed {args.first_seed} overlaps the pilot's seeds (up to {pilot['seed'].max()})")
+        try:
+            plan = make_plan(
+                pilot,
+                problem=problem.name,
+                reference_point=problem.reference_point,
+                max_hypervolume=float(problem.max_hypervolume or np.nan),
+                methods=args.methods,
+                budgets=args.budgets,
+                max_budget=int(problem.max_budget),
+                min_lead=args.min_lead,
+                alpha=args.alpha,
+                power=args.power,
+                core_hours=args.core_hours,
+                first_seed=args.first_seed,
+            )
+        except ValueError as error:
+            parser.error(str(error))
+        plan["commands"] = confirmatory_commands(plan, args.problem)
+        write_json_atomic(args.output, plan)
+        print(pd.DataFrame(plan["cells"]).to_string(index=False))
+        return
+
+    plan = json.loads(args.plan.read_text())
+    quality = pd.concat([pd.read_csv(path) for path in args.quality], ignore_index=True)
+    table = verdicts(plan, quality)
+    write_text_atomic(args.output, table.to_csv(index=False))
+    markdown = verdict_table(table, plan)
+    write_text_atomic(args.output.with_suffix(".md"), markdown + "\n")
+    print(markdown)
+    if args.figure is not None:
+        lead_figure(table, plan).savefig(args.figure, dpi=100)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+"""A comparison of search strategies planned before it runs, and its verdicts.
+
+The question is whether a strategy's answer is better in truth than random search's at the same compute. The plan
+fixes, before any confirmatory run: the problem and its reference point, the score (``true_share``: the answer's
+hypervolume at the truth as a share of the best front's), the strategies and budgets, the smallest lead worth
+finding (``min_lead``), the level and the power, and the seeds. The seeds come from a pilot on seeds apart from the
+confirmatory ones: the standard deviation of each strategy's per-seed difference from random search, and the seconds
+a run takes. Per budget, the strategies' comparisons with random search form one Holm family of m; the plan sizes
+every comparison at Holm's first step alpha/m (so each has at least the planned power under Holm) with a two-sided
+paired t-test (statsmodels' ``TTestPower``). A strategy whose runs cost more than its share of the compute budget
+gets the seeds it affords, and the plan states the lead those seeds can detect.
+
+:func:`verdicts` reads the confirmatory runs back: per budget and strategy, the mean paired lead with its standard
+error, the t-test's p, Holm's adjusted p (statsmodels' ``multipletests``), and a verdict: leads or trails by the
+lead where the adjusted p is below alpha, else no lead beyond the noise, with D, the lead the planned seeds detect
+with the planned power (fixed by the plan from the pilot, never from the confirmatory data).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.power import TTestPower
+
+BASELINE = "random"
+SCORE = "true_share"
+
+
+def required_seeds(sd: float, lead: float, level: float, power: float) -> int:
+    """Seeds a two-sided paired t-test at ``level`` needs to find a lead of ``lead`` with ``power``, when per-seed
+    differences have standard deviation ``sd`` (at least 2)."""
+    if sd <= 0:
+        return 2
+    n = TTestPower().solve_power(effect_size=lead / sd, nobs=None, alpha=level, power=power, alternative="two-sided")
+    return max(2, math.ceil(float(n)))
+
+
+def detectable_lead(sd: float, seeds: int, level: float, power: float) -> float:
+    """The smallest lead ``seeds`` paired seeds find with ``power`` at ``level`` (two-sided), in the score's units."""
+    if seeds < 2 or not np.isfinite(sd):
+        return float("nan")
+    d = TTestPower().solve_power(effect_size=None, nobs=seeds, alpha=level, power=power, alternative="two-sided")
+    return float(d) * sd
+
+
+def paired_differences(runs: pd.DataFrame, method: str, score: str = SCORE) -> pd.Series:
+    """``method``'s score minus random search's, per seed both ran (one budget's runs: ``method``, ``seed``)."""
+    wide = runs.pivot_table(index="seed", columns="method", values=score)
+    return (wide[method] - wide[BASELINE]).dropna()
+
+
+def make_plan(
+    pilot: pd.DataFrame,
+    *,
+    problem: str,
+    reference_point: Sequence[float],
+    max_hypervolume: float,
+    methods: Sequence[str],
+    budgets: Sequence[int],
+    max_budget: int,
+    min_lead: float,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    core_hours: float,
+    first_seed: int,
+) -> dict[str, Any]:
+    """The plan (JSON-ready) from ``pilot``: answer-quality rows of every method at every budget in consumed epochs
+    (``budget`` = full trials x ``max_budget``), with ``run_wall_time_s``. Per budget: each method's pilot s.d. of
+    its difference from random search, its seconds per run, the seeds it needs at alpha/m, and the seeds it gets.
+    ``core_hours`` are shared out cheapest need first: a method whose runs at every budget fit an equal share of
+    what is left gets all it needs, the rest share the remainder equally and get the seeds it affords, with the lead
+    those can detect. A method the pilot could not run at a budget (too costly) gets no seeds there."""
+    compared = [method for method in methods if method != BASELINE]
+    level = alpha / len(compared)
+    cells: list[dict[str, Any]] = []
+    for trials in budgets:
+        at_budget = pilot[np.isclose(pilot["budget"], trials * max_budget)]
+        if not (at_budget["method"] == BASELINE).any():
+            raise ValueError(f"the pilot has no runs of {BASELINE} at {trials} full trials")
+        for method in [BASELINE, *compared]:
+            runs = at_budget[at_budget["method"] == method]
+            cell = {"budget": trials, "method": method, "seconds_per_run": float(runs["run_wall_time_s"].mean())}
+            if method != BASELINE and len(runs) > 1:
+                differences = paired_differences(at_budget, method)
+                sd = float(differences.std(ddof=1))
+                cell |= {"pilot_seeds": len(differences), "pilot_sd": sd}
+                cell["seeds_needed"] = required_seeds(sd, min_lead, level, power)
+            elif method != BASELINE:
+                cell |= {"pilot_seeds": len(runs), "pilot_sd": np.nan, "seeds_needed": 0}
+            cells.append(cell)
+    frame = pd.DataFrame(cells)
+    needed = frame.groupby("budget")["seeds_needed"].max()
+    frame["seeds_needed"] = frame["seeds_needed"].fillna(frame["budget"].map(needed)).astype(int)
+    frame["seeds"] = _share_out(frame, core_hours * 3600)
+    baseline = frame[frame["method"] == BASELINE].set_index("budget")["seeds"]
+    frame["seeds"] = np.minimum(frame["seeds"], frame["budget"].map(baseline))  # pairs need random search's seeds
+    frame["detectable_lead"] = [
+        detectable_lead(row.pilot_sd, row.seeds, level, power) if row.method != BASELINE else np.nan
+        for row in frame.itertuples()
+    ]
+    frame["core_hours"] = frame["seeds"] * frame["seconds_per_run"].fillna(0.0) / 3600
+    return {
+        "problem": problem,
+        "score": SCORE,
+        "reference_point": [float(value) for value in reference_point],
+        "max_hypervolume": float(max_hypervolume),
+        "baseline": BASELINE,
+        "methods": compared,
+        "budgets_full_trials": [int(trials) for trials in budgets],
+        "max_budget": int(max_budget),
+        "min_lead": min_lead,
+        "alpha": alpha,
+        "power": power,
+        "family": "per budget: every method against random search, Holm over the m comparisons",
+        "planning_level": level,
+        "core_hours": core_hours,
+        "first_seed": first_seed,
+        "pilot_seeds": sorted(int(seed) for seed in pilot["seed"].unique()),
+        "cells": [{k: _plain(v) for k, v in cell.items()} for cell in frame.to_dict("records")],
+    }
+
+
+def _share_out(frame: pd.DataFrame, seconds: float) -> pd.Series:
+    """Seeds per cell within ``seconds`` of compute (:func:`make_plan`): methods in order of the cost of all their
+    needed seeds; each gets what it needs if that fits an equal share of what is left, else that share, spread over
+    its budgets in proportion to their needs (at least 2 seeds where it needs any)."""
+    costs = (frame["seeds_needed"] * frame["seconds_per_run"].fillna(0.0)).groupby(frame["method"]).sum()
+    seeds = frame["seeds_needed"].astype(float).copy()
+    left = seconds
+    for position, (method, cost) in enumerate(costs.sort_values().items()):
+        share = left / (len(costs) - position)
+        rows = frame["method"] == method
+        if cost > share:
+            seeds[rows] = np.where(seeds[rows] > 0, np.maximum(2, np.floor(seeds[rows] * share / cost)), 0)
+        left -= float((seeds[rows] * frame.loc[rows, "seconds_per_run"].fillna(0.0)).sum())
+    return seeds.astype(int)
+
+
+def planned_seeds(plan: dict[str, Any], budget: int, method: str) -> list[int]:
+    """The confirmatory seeds of ``method`` at ``budget`` full trials: ``first_seed`` onwards, as many as planned."""
+    return list(range(plan["first_seed"], plan["first_seed"] + _cell(plan, budget, method)["seeds"]))
+
+
+def _cell(plan: dict[str, Any], budget: int, method: str) -> dict[str, Any]:
+    return next(cell for cell in plan["cells"] if cell["budget"] == budget and cell["method"] == method)
+
+
+def verdicts(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
+    """Per budget and method: the confirmatory runs' paired lead over random search (mean, s.e., seeds), the t-test's
+    p and Holm's adjusted p within the budget's family, the planned detectable lead, and the verdict (module
+    docstring). Runs on seeds outside the plan's are ignored."""
+    rows = []
+    for trials in plan["budgets_full_trials"]:
+        at_budget = runs[np.isclose(runs["budget"], trials * plan["max_budget"])]
+        family = []
+        for method in plan["methods"]:
+            seeds = set(planned_seeds(plan, trials, method))
+            differences = paired_differences(at_budget[at_budget["seed"].isin(seeds)], method, plan["score"])
+            test = stats.ttest_1samp(differences, 0.0) if len(differences) > 1 else None
+            family.append(
+                {
+                    "budget": trials,
+                    "method": method,
+                    "seeds": len(differences),
+                    "lead": differences.mean(),
+                    "lead_se": differences.sem(),
+                    "p": float(test.pvalue) if test is not None else np.nan,
+                    "planned_detectable_lead": _cell(plan, trials, method)["detectable_lead"],
+                }
+            )
+        p = np.array([row["p"] for row in family])
+        adjusted = np.full(len(p), np.nan)
+        tested = np.isfinite(p)
+        if tested.any():
+            adjusted[tested] = multipletests(p[tested], alpha=plan["alpha"], method="holm")[1]
+        for row, p_holm in zip(family, adjusted, strict=True):
+            rows.append(row | {"p_holm": p_holm, "verdict": _verdict(row, p_holm, plan)})
+    return pd.DataFrame(rows)
+
+
+def _verdict(row: dict[str, Any], p_holm: float, plan: dict[str, Any]) -> str:
+    """Leads or trails by the lead (Holm p < alpha), or no lead beyond the noise, with the lead the planned seeds
+    detect (fixed by the plan, not by the data)."""
+    if not np.isfinite(p_holm):
+        return "not run: the plan's compute could not afford it" if row["seeds"] == 0 else "not run"
+    if p_holm < plan["alpha"]:
+        return f"{'leads' if row['lead'] > 0 else 'trails'} by {abs(row['lead']):.3f} ± {row['lead_se']:.3f}"
+    return f"no lead beyond the noise (power {plan['power']:g} to detect {row['planned_detectable_lead']:.3f})"
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready: numpy scalars as Python numbers, NaN as None."""
+    if isinstance(value, (np.integer, np.floating)):
+        value = value.item()
+    return None if isinstance(value, float) and math.isnan(value) else value
