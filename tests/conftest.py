@@ -67,7 +67,7 @@ def pytest_runtest_makereport(item, call):
     """A passing default-suite test fails when its set-up or call took longer than the suite's limit."""
     report = yield
     limit = {"setup": SETUP_LIMIT_S, "call": CALL_LIMIT_S}.get(report.when)
-    in_default = not any(item.iter_markers(name) for name in ("integration", "slow", "gpu"))
+    in_default = all(item.get_closest_marker(name) is None for name in ("integration", "slow", "gpu"))
     if limit is not None and report.passed and in_default and report.duration > limit:
         report.outcome = "failed"
         report.longrepr = (
