@@ -13,6 +13,8 @@ command, so a problem's target is a look-up or a formula and its cost a simulate
   configuration of its space), how it is validated on held-out configurations; its search target and truth,
   :mod:`~fairnas.benchmarks.surrogate_target`; :mod:`~fairnas.benchmarks.design`, the space-filling design a table of
   a large space trains.
+- :mod:`~fairnas.benchmarks.blackbox`: the surrogate benchmark as a blackbox for anyone's optimiser
+  (docs/blackbox.md); :mod:`~fairnas.benchmarks.syne_tune_blackbox`, its adapter to Syne Tune's simulator.
 - :mod:`~fairnas.benchmarks.compute_meter`: consumed epochs per call, and the stop at a consumed budget.
 - :mod:`~fairnas.benchmarks.problems` and :mod:`~fairnas.benchmarks.methods`: the registries by name.
 - :mod:`~fairnas.benchmarks.runner`: a method on a problem until a consumed budget.
