@@ -198,6 +198,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                     held_out_too = quality_runs["heldout_true_share"].notna().any()
                     for held_out in (False, True) if held_out_too else (False,):
                         print("\n" + format_quality(quality_runs, problem, total_budget, held_out), flush=True)
+                    if args.quality_output is not None:  # after every budget: a long run keeps what it finished
+                        write_text_atomic(
+                            args.quality_output, pd.concat(all_quality, ignore_index=True).to_csv(index=False)
+                        )
                 all_runs.append(runs.assign(total_budget=total_budget))
             figure_runs.append(runs)  # the problem's largest budget, the last one run
             figure_budgets.append(budgets[-1])

@@ -27,7 +27,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from scipy import stats
 
-from fairnas.benchmarks.comparison_plan import make_plan, planned_seeds, verdicts
+from fairnas.benchmarks.comparison_plan import format_verdicts, make_plan, planned_seeds, verdicts
 from fairnas.benchmarks.methods import METHODS
 from fairnas.benchmarks.problems import PROBLEMS
 from fairnas.io import write_json_atomic, write_text_atomic
@@ -40,6 +40,8 @@ def confirmatory_commands(plan: dict, problem: str, work_dir: str = "outputs/sea
     commands = []
     for cell in plan["cells"]:
         seeds = planned_seeds(plan, cell["budget"], cell["method"])
+        if not seeds:  # the plan could not afford this cell
+            continue
         epochs = cell["budget"] * plan["max_budget"]
         commands.append(
             f"{RUN} --problem {problem} --methods {cell['method']} --total-budget {epochs} "
@@ -47,22 +49,6 @@ def confirmatory_commands(plan: dict, problem: str, work_dir: str = "outputs/sea
             f"--quality-output {work_dir}/quality_{cell['method']}_{epochs}.csv"
         )
     return commands
-
-
-def verdict_table(table: pd.DataFrame, plan: dict) -> str:
-    """Markdown: per budget (rows) and method (columns), the lead over random search ± s.e. (Holm p) and verdict."""
-    header = ["full trials", *(METHODS[method].label for method in plan["methods"])]
-    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-    for budget, rows in table.groupby("budget", sort=True):
-        cells = [str(budget)]
-        for method in plan["methods"]:
-            row = rows[rows["method"] == method].iloc[0]
-            cells.append(
-                f"{row['lead']:+.3f} ± {row['lead_se']:.3f} (Holm p {row['p_holm']:.2g}, {row['seeds']} seeds): "
-                f"{row['verdict']}"
-            )
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
 
 
 def lead_figure(table: pd.DataFrame, plan: dict) -> Figure:
@@ -146,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     quality = pd.concat([pd.read_csv(path) for path in args.quality], ignore_index=True)
     table = verdicts(plan, quality)
     write_text_atomic(args.output, table.to_csv(index=False))
-    markdown = verdict_table(table, plan)
+    markdown = format_verdicts(table, plan)
     write_text_atomic(args.output.with_suffix(".md"), markdown + "\n")
     print(markdown)
     if args.figure is not None:

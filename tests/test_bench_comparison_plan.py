@@ -105,6 +105,8 @@ def test_a_lead_is_found_and_a_tie_is_bounded_by_the_planned_detectable_lead(pla
         assert rows.loc["cheap", "verdict"].startswith("leads by 0.0") and rows.loc["cheap", "p_holm"] < 0.05
         assert rows.loc["costly", "verdict"].startswith("no lead beyond the noise (power 0.8 to detect")
         assert rows.loc["costly", "seeds"] == len(planned_seeds(plan, budget, "costly"))
+    unfinished = verdicts(plan, runs[runs["method"] != "costly"]).set_index(["budget", "method"])["verdict"]
+    assert unfinished[(30, "costly")] == "not run yet" and unfinished[(30, "cheap")].startswith("leads by")
 
 
 def test_the_command_plans_then_judges_and_refuses_a_pilot_that_overlaps_the_plan(tmp_path, capsys):

@@ -28,6 +28,8 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 
+from fairnas.benchmarks.methods import METHODS
+
 BASELINE = "random"
 SCORE = "true_share"
 
@@ -46,12 +48,14 @@ def detectable_lead(sd: float, seeds: int, level: float, power: float) -> float:
     if seeds < 2 or not np.isfinite(sd):
         return float("nan")
     d = TTestPower().solve_power(effect_size=None, nobs=seeds, alpha=level, power=power, alternative="two-sided")
-    return float(d) * sd
+    return abs(float(np.ravel(d)[0])) * sd  # statsmodels may return a 1-element array, or the negative root
 
 
 def paired_differences(runs: pd.DataFrame, method: str, score: str = SCORE) -> pd.Series:
     """``method``'s score minus random search's, per seed both ran (one budget's runs: ``method``, ``seed``)."""
     wide = runs.pivot_table(index="seed", columns="method", values=score)
+    if method not in wide or BASELINE not in wide:  # not run (yet)
+        return pd.Series(dtype=float)
     return (wide[method] - wide[BASELINE]).dropna()
 
 
@@ -73,9 +77,9 @@ def make_plan(
     """The plan (JSON-ready) from ``pilot``: answer-quality rows of every method at every budget in consumed epochs
     (``budget`` = full trials x ``max_budget``), with ``run_wall_time_s``. Per budget: each method's pilot s.d. of
     its difference from random search, its seconds per run, the seeds it needs at alpha/m, and the seeds it gets.
-    ``core_hours`` are shared out cheapest need first: a method whose runs at every budget fit an equal share of
-    what is left gets all it needs, the rest share the remainder equally and get the seeds it affords, with the lead
-    those can detect. A method the pilot could not run at a budget (too costly) gets no seeds there."""
+    ``core_hours`` are shared out over the cells (method, budget), cheapest need first: a cell whose runs fit an
+    equal share of what is left gets all it needs, the rest share the remainder equally and get the seeds it buys,
+    with the lead those can detect. A method the pilot could not run at a budget (too costly) gets no seeds there."""
     compared = [method for method in methods if method != BASELINE]
     level = alpha / len(compared)
     cells: list[dict[str, Any]] = []
@@ -127,18 +131,17 @@ def make_plan(
 
 
 def _share_out(frame: pd.DataFrame, seconds: float) -> pd.Series:
-    """Seeds per cell within ``seconds`` of compute (:func:`make_plan`): methods in order of the cost of all their
-    needed seeds; each gets what it needs if that fits an equal share of what is left, else that share, spread over
-    its budgets in proportion to their needs (at least 2 seeds where it needs any)."""
-    costs = (frame["seeds_needed"] * frame["seconds_per_run"].fillna(0.0)).groupby(frame["method"]).sum()
+    """Seeds per cell (method, budget) within ``seconds`` of compute (:func:`make_plan`): cells in order of the cost
+    of their needed seeds; each gets what it needs if that fits an equal share of what is left, else the seeds that
+    share buys (at least 2)."""
+    costs = frame["seeds_needed"] * frame["seconds_per_run"].fillna(0.0)
     seeds = frame["seeds_needed"].astype(float).copy()
     left = seconds
-    for position, (method, cost) in enumerate(costs.sort_values().items()):
+    for position, (index, cost) in enumerate(costs.sort_values().items()):
         share = left / (len(costs) - position)
-        rows = frame["method"] == method
         if cost > share:
-            seeds[rows] = np.where(seeds[rows] > 0, np.maximum(2, np.floor(seeds[rows] * share / cost)), 0)
-        left -= float((seeds[rows] * frame.loc[rows, "seconds_per_run"].fillna(0.0)).sum())
+            seeds[index] = max(2.0, math.floor(share / frame.loc[index, "seconds_per_run"]))
+        left -= seeds[index] * (frame.loc[index, "seconds_per_run"] if cost > 0 else 0.0)
     return seeds.astype(int)
 
 
@@ -184,11 +187,31 @@ def verdicts(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def format_verdicts(table: pd.DataFrame, plan: dict[str, Any]) -> str:
+    """Markdown: per budget (rows) and method (columns), the lead over random search ± s.e. (Holm p) and verdict."""
+    header = ["full trials", *(METHODS[method].label for method in plan["methods"])]
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for budget, rows in table.groupby("budget", sort=True):
+        cells = [str(budget)]
+        for method in plan["methods"]:
+            row = rows[rows["method"] == method].iloc[0]
+            measured = np.isfinite(row["p_holm"])
+            cells.append(
+                f"{row['lead']:+.3f} ± {row['lead_se']:.3f} (Holm p {row['p_holm']:.2g}, {row['seeds']} seeds): "
+                f"{row['verdict']}"
+                if measured
+                else row["verdict"]
+            )
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _verdict(row: dict[str, Any], p_holm: float, plan: dict[str, Any]) -> str:
     """Leads or trails by the lead (Holm p < alpha), or no lead beyond the noise, with the lead the planned seeds
     detect (fixed by the plan, not by the data)."""
     if not np.isfinite(p_holm):
-        return "not run: the plan's compute could not afford it" if row["seeds"] == 0 else "not run"
+        planned = _cell(plan, row["budget"], row["method"])["seeds"]
+        return "not run: the plan's compute could not afford it" if planned == 0 else "not run yet"
     if p_holm < plan["alpha"]:
         return f"{'leads' if row['lead'] > 0 else 'trails'} by {abs(row['lead']):.3f} ± {row['lead_se']:.3f}"
     return f"no lead beyond the noise (power {plan['power']:g} to detect {row['planned_detectable_lead']:.3f})"
