@@ -156,8 +156,8 @@ def _cell(plan: dict[str, Any], budget: int, method: str) -> dict[str, Any]:
 
 def verdicts(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
     """Per budget and method: the confirmatory runs' paired lead over random search (mean, s.e., seeds), the t-test's
-    p and Holm's adjusted p within the budget's family, the planned detectable lead, and the verdict (module
-    docstring). Runs on seeds outside the plan's are ignored."""
+    p and Holm's adjusted p within the budget's family (all the plan's comparisons; one not run counts as p = 1),
+    the planned detectable lead, and the verdict (module docstring). Runs on seeds outside the plan's are ignored."""
     rows = []
     for trials in plan["budgets_full_trials"]:
         at_budget = runs[np.isclose(runs["budget"], trials * plan["max_budget"])]
@@ -178,30 +178,38 @@ def verdicts(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
                 }
             )
         p = np.array([row["p"] for row in family])
-        adjusted = np.full(len(p), np.nan)
         tested = np.isfinite(p)
-        if tested.any():
-            adjusted[tested] = multipletests(p[tested], alpha=plan["alpha"], method="holm")[1]
+        # the family is every planned comparison: one not run (yet) counts as p = 1, so running fewer never helps
+        adjusted = np.where(
+            tested, multipletests(np.where(tested, p, 1.0), alpha=plan["alpha"], method="holm")[1], np.nan
+        )
         for row, p_holm in zip(family, adjusted, strict=True):
             rows.append(row | {"p_holm": p_holm, "verdict": _verdict(row, p_holm, plan)})
     return pd.DataFrame(rows)
 
 
 def format_verdicts(table: pd.DataFrame, plan: dict[str, Any]) -> str:
-    """Markdown: per budget (rows) and method (columns), the lead over random search ± s.e. (Holm p) and verdict."""
-    header = ["full trials", *(METHODS[method].label for method in plan["methods"])]
-    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-    for budget, rows in table.groupby("budget", sort=True):
-        cells = [str(budget)]
-        for method in plan["methods"]:
-            row = rows[rows["method"] == method].iloc[0]
-            measured = np.isfinite(row["p_holm"])
-            cells.append(
-                f"{row['lead']:+.3f} ± {row['lead_se']:.3f} (Holm p {row['p_holm']:.2g}, {row['seeds']} seeds): "
-                f"{row['verdict']}"
-                if measured
-                else row["verdict"]
-            )
+    """Markdown: per strategy (rows) and budget in full trials (columns), the lead over random search ± s.e. with
+    Holm's p and the seeds: in bold where it leads or trails (Holm p < alpha), else with the lead the planned seeds
+    detect; the verdict's words where a cell was not run."""
+    budgets = sorted(table["budget"].unique())
+    lines = [
+        "| strategy | " + " | ".join(f"{budget} full trials" for budget in budgets) + " |",
+        "|" + " --- |" * (len(budgets) + 1),
+    ]
+    for method in plan["methods"]:
+        cells = [METHODS[method].label]
+        for budget in budgets:
+            row = table[(table["method"] == method) & (table["budget"] == budget)].iloc[0]
+            if not np.isfinite(row["p_holm"]):
+                cells.append(row["verdict"])
+                continue
+            lead = f"{row['lead']:+.3f} ± {row['lead_se']:.3f}"
+            tested = f"Holm p {row['p_holm']:.2g}, {row['seeds']} seeds"
+            if row["p_holm"] < plan["alpha"]:
+                cells.append(f"**{lead}** ({tested})")
+            else:
+                cells.append(f"{lead} ({tested}; detects {row['planned_detectable_lead']:.3f})")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
