@@ -108,6 +108,8 @@ def test_a_lead_is_found_and_a_tie_is_bounded_by_the_planned_detectable_lead(pla
     unfinished = verdicts(plan, runs[runs["method"] != "costly"]).set_index(["budget", "method"])
     assert unfinished.loc[(30, "costly"), "verdict"] == "not run yet"
     assert unfinished.loc[(30, "cheap"), "verdict"].startswith("leads by")
+    partial = runs[(runs["method"] != "costly") | (runs["seed"] < 1002)]  # two of its planned seeds
+    assert verdicts(plan, partial)["verdict"].iloc[1].startswith("not finished: 2 of ")
     # a comparison not run counts as p = 1 in its family: running fewer never makes the others' p smaller
     cheap = unfinished.loc[(30, "cheap")]
     assert cheap["p_holm"] == pytest.approx(multipletests([cheap["p"], 1.0], method="holm")[1][0])

@@ -156,8 +156,9 @@ def _cell(plan: dict[str, Any], budget: int, method: str) -> dict[str, Any]:
 
 def verdicts(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
     """Per budget and method: the confirmatory runs' paired lead over random search (mean, s.e., seeds), the t-test's
-    p and Holm's adjusted p within the budget's family (all the plan's comparisons; one not run counts as p = 1),
-    the planned detectable lead, and the verdict (module docstring). Runs on seeds outside the plan's are ignored."""
+    p and Holm's adjusted p within the budget's family (all the plan's comparisons; one not run, or not finished on
+    all its planned seeds, is not tested and counts as p = 1), the planned detectable lead, and the verdict (module
+    docstring). Runs on seeds outside the plan's are ignored."""
     rows = []
     for trials in plan["budgets_full_trials"]:
         at_budget = runs[np.isclose(runs["budget"], trials * plan["max_budget"])]
@@ -165,7 +166,8 @@ def verdicts(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
         for method in plan["methods"]:
             seeds = set(planned_seeds(plan, trials, method))
             differences = paired_differences(at_budget[at_budget["seed"].isin(seeds)], method, plan["score"])
-            test = stats.ttest_1samp(differences, 0.0) if len(differences) > 1 else None
+            finished = len(seeds) > 1 and len(differences) == len(seeds)  # an unfinished cell is not tested
+            test = stats.ttest_1samp(differences, 0.0) if finished else None
             family.append(
                 {
                     "budget": trials,
@@ -219,7 +221,9 @@ def _verdict(row: dict[str, Any], p_holm: float, plan: dict[str, Any]) -> str:
     detect (fixed by the plan, not by the data)."""
     if not np.isfinite(p_holm):
         planned = _cell(plan, row["budget"], row["method"])["seeds"]
-        return "not run: the plan's compute could not afford it" if planned == 0 else "not run yet"
+        if planned == 0:
+            return "not run: the plan's compute could not afford it"
+        return f"not finished: {row['seeds']} of {planned} seeds" if row["seeds"] else "not run yet"
     if p_holm < plan["alpha"]:
         return f"{'leads' if row['lead'] > 0 else 'trails'} by {abs(row['lead']):.3f} ± {row['lead_se']:.3f}"
     return f"no lead beyond the noise (power {plan['power']:g} to detect {row['planned_detectable_lead']:.3f})"
