@@ -28,6 +28,7 @@ from typing import Any
 
 import pandas as pd
 
+from fairnas.benchmarks.comparison_plan import format_verdicts
 from fairnas.io import write_json_atomic, write_text_atomic
 from fairnas.study.claims import EXPLORATORY, HOLDS, PRIMARY
 
@@ -109,11 +110,11 @@ STRATEGIES = {
 
 QUALITY_FILES = {
     "table_quality.csv": "embedded faces, noisy table",
-    "surrogate/surrogate_quality.csv": "embedded faces, paper space (surrogate)",
 }
 """The answer-quality files of ``bench/search_efficiency.py --quality-output`` the strategy table reads, relative to
 its folder, each one problem's column pair (without and with the final stage); a file that is not there adds no
-columns. A file in a subfolder was measured apart, and that subfolder's own manifest says how."""
+columns. A file in a subfolder was measured apart, and that subfolder's own manifest says how. The surrogate's
+strategies are compared in their own block (:func:`comparison_table`), planned in advance over several budgets."""
 
 
 def strategy_table(folder: Path) -> str:
@@ -215,8 +216,31 @@ def _levels(claims: pd.DataFrame) -> str:
     return " or ".join(f"{level:g}" for level in levels) or "their level"
 
 
+def comparison_table(folder: Path) -> str:
+    """The README's planned strategy comparison: per budget and strategy, the lead over random search in true share
+    with its s.e., Holm p and verdict (``verdicts.csv`` judged by ``plan.json``,
+    :mod:`fairnas.benchmarks.comparison_plan`), and where the plan and the data come from."""
+    plan = json.loads((folder / "plan.json").read_text())
+    table = format_verdicts(pd.read_csv(folder / "verdicts.csv"), plan)
+    reference = ", ".join(f"{value:.3g}" for value in plan["reference_point"])
+    return "\n".join(
+        [
+            table,
+            "",
+            f"Lead: the strategy's true share minus random search's, paired by seed (mean ± s.e.). Reference point "
+            f"({reference}); Holm over the {len(plan['methods'])} comparisons of each budget at alpha "
+            f"{plan['alpha']:g}; seeds planned from a pilot (seeds {plan['pilot_seeds'][0]}-{plan['pilot_seeds'][-1]}) "
+            f"for power {plan['power']:g} to detect a lead of {plan['min_lead']:g} within {plan['core_hours']:g} "
+            f"core-hours (`{_relative(folder)}/plan.json`).",
+            "",
+            _data_line(folder),
+        ]
+    )
+
+
 TABLES: dict[str, tuple[str, Callable[[Path], str]]] = {
     "strategies": ("results/search_efficiency", strategy_table),
+    "comparison": ("results/search_comparison", comparison_table),
     "claims": ("results/showcase", claims_table),
 }
 """README block name -> (its results folder, relative to the repository; the function that renders it)."""

@@ -49,6 +49,7 @@ def test_the_strategy_table_is_the_mean_and_standard_error_of_the_runs(tmp_path,
     assert manifest["files"] == ["analytic_runs.csv", "table_quality.csv"]
     monkeypatch.setitem(results.TABLES, "strategies", ("results/search_efficiency", results.strategy_table))
     monkeypatch.delitem(results.TABLES, "claims")
+    monkeypatch.delitem(results.TABLES, "comparison")
     readme = "intro\n<!-- results:strategies -->\nstale numbers\n<!-- /results:strategies -->\nafter\n"
     assert results.drifted(readme, root=tmp_path) == ["strategies"]
     rendered = results.render(readme, root=tmp_path)
@@ -75,6 +76,9 @@ def test_a_surrogate_quality_file_adds_its_columns_with_the_gap_closed_against_r
     results.write_manifest(folder / "surrogate", commands=["python bench/search_efficiency.py --problem surrogate"])
     monkeypatch.setitem(results.TABLES, "strategies", ("results/search_efficiency", results.strategy_table))
     monkeypatch.delitem(results.TABLES, "claims")
+    monkeypatch.delitem(results.TABLES, "comparison")
+    surrogate = "embedded faces, paper space (surrogate)"
+    monkeypatch.setitem(results.QUALITY_FILES, "surrogate/surrogate_quality.csv", surrogate)
     rendered = results.render("<!-- results:strategies -->\n<!-- /results:strategies -->\n", root=tmp_path)
     assert "| embedded faces, paper space (surrogate): true share of the answer (2 seeds) | with the final" in rendered
     smac = "| SMAC (default) | 0.900 ± nan | 0.950 ± 0.010 | 0.940 ± 0.010 | 0.950 ± 0.010 (gap closed 0.500 ± 0.100) |"
@@ -83,6 +87,40 @@ def test_a_surrogate_quality_file_adds_its_columns_with_the_gap_closed_against_r
     # measured apart, at another commit: each folder's own manifest says how
     assert "search_efficiency/` (analytic_runs.csv, table_quality.csv), from `python" in rendered
     assert "search_efficiency/surrogate/` (surrogate_quality.csv), from `python" in rendered
+
+
+def test_the_planned_comparison_renders_each_budgets_leads_and_verdicts_with_the_plan(tmp_path, monkeypatch):
+    folder = tmp_path / "results" / "search_comparison"
+    folder.mkdir(parents=True)
+    plan = {
+        "methods": ["smac", "botorch"],
+        "reference_point": [0.5657, 8.3295],
+        "alpha": 0.05,
+        "power": 0.8,
+        "min_lead": 0.02,
+        "core_hours": 4,
+        "pilot_seeds": list(range(20)),
+    }
+    (folder / "plan.json").write_text(json.dumps(plan))
+    verdicts = {
+        "budget": [30, 30],
+        "method": ["smac", "botorch"],
+        "seeds": [200, 0],
+        "lead": [0.031, float("nan")],
+        "lead_se": [0.008, float("nan")],
+        "p_holm": [0.0004, float("nan")],
+        "verdict": ["leads by 0.031 ± 0.008", "not run: the plan's compute could not afford it"],
+    }
+    pd.DataFrame(verdicts).to_csv(folder / "verdicts.csv", index=False)
+    results.write_manifest(folder, commands=["python bench/search_plan.py verdicts"], commit="abc1234")
+    for name in ("strategies", "claims"):
+        monkeypatch.delitem(results.TABLES, name)
+    rendered = results.render("<!-- results:comparison -->\n<!-- /results:comparison -->\n", root=tmp_path)
+    assert "| strategy | 30 full trials |" in rendered
+    assert "| SMAC | **+0.031 ± 0.008** (Holm p 0.0004, 200 seeds) |" in rendered
+    assert "| BoTorch GP | not run: the plan's compute could not afford it |" in rendered
+    assert "Reference point (0.566, 8.33); Holm over the 2 comparisons of each budget at alpha 0.05" in rendered
+    assert "power 0.8 to detect a lead of 0.02 within 4 core-hours" in rendered and "commit abc1234" in rendered
 
 
 def write_study(folder: Path) -> None:
@@ -136,7 +174,7 @@ def test_a_finished_study_is_collected_with_its_manifest(tmp_path):
 
 
 def test_a_readme_without_the_block_or_a_folder_without_a_study_is_named(tmp_path):
-    with pytest.raises(ValueError, match="no block <!-- results:strategies -->"):
+    with pytest.raises(ValueError, match=r"no block <!-- results:\w+ -->"):
         results.render("no markers here\n")
     with pytest.raises(FileNotFoundError, match="holds no finished study"):
         results.collect_study(tmp_path, tmp_path / "out", command="python study.py")
@@ -159,6 +197,7 @@ def test_the_claims_table_shows_every_primary_claim_and_counts_the_exploratory_o
     )
     monkeypatch.setitem(results.TABLES, "claims", ("results/showcase", results.claims_table))
     monkeypatch.delitem(results.TABLES, "strategies")
+    monkeypatch.delitem(results.TABLES, "comparison")
     rendered = results.render("<!-- results:claims -->\n<!-- /results:claims -->\n", root=tmp_path)
     rows = [line for line in rendered.splitlines() if line.startswith("| ") and "---" not in line][1:]
     assert len(rows) == (claims["family"] == "primary").sum() == 8
