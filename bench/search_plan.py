@@ -27,10 +27,11 @@ import pandas as pd
 from matplotlib.figure import Figure
 from scipy import stats
 
-from fairnas.benchmarks.comparison_plan import format_verdicts, make_plan, planned_seeds, verdicts
+from fairnas.benchmarks.comparison_plan import make_plan, planned_seeds, verdicts
 from fairnas.benchmarks.methods import METHODS
 from fairnas.benchmarks.problems import PROBLEMS
 from fairnas.io import write_json_atomic, write_text_atomic
+from fairnas.results import format_verdicts
 
 RUN = "PYTHONHASHSEED=0 OMP_NUM_THREADS=1 python bench/search_efficiency.py"
 

@@ -26,9 +26,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from fairnas.benchmarks.comparison_plan import format_verdicts
 from fairnas.io import write_json_atomic, write_text_atomic
 from fairnas.study.claims import EXPLORATORY, HOLDS, PRIMARY
 
@@ -214,6 +214,32 @@ def claims_table(folder: Path) -> str:
 def _levels(claims: pd.DataFrame) -> str:
     levels = sorted(set(claims["level"].round(6)))
     return " or ".join(f"{level:g}" for level in levels) or "their level"
+
+
+def format_verdicts(table: pd.DataFrame, plan: dict[str, Any]) -> str:
+    """Markdown: per strategy (rows) and budget in full trials (columns), the lead over random search ± s.e. with
+    Holm's p and the seeds: in bold where it leads or trails (Holm p < alpha), else with the lead the planned seeds
+    detect; the verdict's words where a cell was not run."""
+    budgets = sorted(table["budget"].unique())
+    lines = [
+        "| strategy | " + " | ".join(f"{budget} full trials" for budget in budgets) + " |",
+        "|" + " --- |" * (len(budgets) + 1),
+    ]
+    for method in plan["methods"]:
+        cells = [table.loc[table["method"] == method, "label"].iloc[0]]
+        for budget in budgets:
+            row = table[(table["method"] == method) & (table["budget"] == budget)].iloc[0]
+            if not np.isfinite(row["p_holm"]):
+                cells.append(row["verdict"])
+                continue
+            lead = f"{row['lead']:+.3f} ± {row['lead_se']:.3f}"
+            tested = f"Holm p {row['p_holm']:.2g}, {row['seeds']} seeds"
+            if row["p_holm"] < plan["alpha"]:
+                cells.append(f"**{lead}** ({tested})")
+            else:
+                cells.append(f"{lead} ({tested}; detects {row['planned_detectable_lead']:.3f})")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def comparison_table(folder: Path) -> str:

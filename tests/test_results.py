@@ -105,6 +105,7 @@ def test_the_planned_comparison_renders_each_budgets_leads_and_verdicts_with_the
     verdicts = {
         "budget": [30, 30],
         "method": ["smac", "botorch"],
+        "label": ["SMAC", "BoTorch GP"],
         "seeds": [200, 0],
         "lead": [0.031, float("nan")],
         "lead_se": [0.008, float("nan")],

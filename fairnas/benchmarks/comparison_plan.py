@@ -172,6 +172,7 @@ def verdicts(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
                 {
                     "budget": trials,
                     "method": method,
+                    "label": METHODS[method].label if method in METHODS else method,
                     "seeds": len(differences),
                     "lead": differences.mean(),
                     "lead_se": differences.sem(),
@@ -188,32 +189,6 @@ def verdicts(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
         for row, p_holm in zip(family, adjusted, strict=True):
             rows.append(row | {"p_holm": p_holm, "verdict": _verdict(row, p_holm, plan)})
     return pd.DataFrame(rows)
-
-
-def format_verdicts(table: pd.DataFrame, plan: dict[str, Any]) -> str:
-    """Markdown: per strategy (rows) and budget in full trials (columns), the lead over random search ± s.e. with
-    Holm's p and the seeds: in bold where it leads or trails (Holm p < alpha), else with the lead the planned seeds
-    detect; the verdict's words where a cell was not run."""
-    budgets = sorted(table["budget"].unique())
-    lines = [
-        "| strategy | " + " | ".join(f"{budget} full trials" for budget in budgets) + " |",
-        "|" + " --- |" * (len(budgets) + 1),
-    ]
-    for method in plan["methods"]:
-        cells = [METHODS[method].label]
-        for budget in budgets:
-            row = table[(table["method"] == method) & (table["budget"] == budget)].iloc[0]
-            if not np.isfinite(row["p_holm"]):
-                cells.append(row["verdict"])
-                continue
-            lead = f"{row['lead']:+.3f} ± {row['lead_se']:.3f}"
-            tested = f"Holm p {row['p_holm']:.2g}, {row['seeds']} seeds"
-            if row["p_holm"] < plan["alpha"]:
-                cells.append(f"**{lead}** ({tested})")
-            else:
-                cells.append(f"{lead} ({tested}; detects {row['planned_detectable_lead']:.3f})")
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
 
 
 def _verdict(row: dict[str, Any], p_holm: float, plan: dict[str, Any]) -> str:
