@@ -3,8 +3,10 @@ markers' rules (``extra``, ``gpu``) and the default suite's time limit per test.
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import os
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -64,10 +66,11 @@ def pytest_runtest_setup(item):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
-    """A passing default-suite test fails when its set-up or call took longer than the suite's limit."""
+    """A passing default-suite test fails when its set-up or call took longer than the suite's limit. Tests of an
+    extra are not in the README's test command (its install has no extras): they run in CI's extras step."""
     report = yield
     limit = {"setup": SETUP_LIMIT_S, "call": CALL_LIMIT_S}.get(report.when)
-    in_default = all(item.get_closest_marker(name) is None for name in ("integration", "slow", "gpu"))
+    in_default = all(item.get_closest_marker(name) is None for name in ("integration", "slow", "gpu", "extra"))
     if limit is not None and report.passed and in_default and report.duration > limit:
         report.outcome = "failed"
         report.longrepr = (
@@ -77,8 +80,40 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
+PROFILES = Path(__file__).resolve().parents[1] / "results" / "test_suite_profile"
+"""The suite's last committed profiles (``bench/suite_profile.py``): each test's seconds, by its id."""
+
+
+def recorded_seconds() -> dict[str, float]:
+    """Each profiled test's seconds (set-up, call and tear-down) in the default and the integration profile."""
+    seconds: dict[str, float] = {}
+    for table in sorted(PROFILES.glob("*/tests.csv")):
+        if table.parent.name != "before":
+            with table.open(newline="") as rows:
+                seconds.update({row["test"]: float(row["seconds"]) for row in csv.DictReader(rows)})
+    return seconds
+
+
+@pytest.hookimpl(trylast=True)  # after ``-m`` deselected: only the selected tests count
 def pytest_collection_modifyitems(config, items):
-    """``gpu`` tests skip, with their reason, on machines without a CUDA device."""
+    """Modules with the most profiled seconds come first (their tests in their order), so that under pytest-xdist
+    (``--dist loadscope --no-loadscope-reorder``) no long module starts last while the other workers idle: a
+    longest-first schedule. A test the profiles do not hold counts 0 s. ``gpu`` tests skip, with their reason, on
+    machines without a CUDA device."""
+    items[:] = longest_modules_first(items, recorded_seconds())
+    skip_gpu_tests_without_cuda(items)
+
+
+def longest_modules_first(items: list, seconds: dict[str, float]) -> list:
+    """``items`` (anything with a pytest ``nodeid``) ordered by their module's summed ``seconds``, longest first;
+    a module's own order and, among equal modules, the collection order are kept."""
+    by_module: dict[str, float] = defaultdict(float)
+    for item in items:
+        by_module[item.nodeid.split("::")[0]] += seconds.get(item.nodeid, 0.0)
+    return sorted(items, key=lambda item: -by_module[item.nodeid.split("::")[0]])
+
+
+def skip_gpu_tests_without_cuda(items) -> None:
     import torch
 
     if torch.cuda.is_available():

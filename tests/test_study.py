@@ -185,22 +185,11 @@ def test_two_dask_workers_train_the_same_runs_with_the_same_results(smoke_study,
 
 
 @pytest.mark.integration
-def test_reserved_seeds_are_trained_by_no_comparison(tmp_path, cache_dir):
-    """``study.reserved_seeds`` (those whose effects planned the study's seeds) stay out of every comparison,
-    robustness's AdvERM and plain runs included."""
-    out = tmp_path / "reserved"
-    done = study(out, cache_dir, "study.stages=[noise,robustness]", "study.reserved_seeds=[0,1]", "logger=none")
-    assert done.returncode == 0, done.stderr[-4000:]
-    runs = pd.read_csv(out / "runs.csv")
-    assert set(runs["stage"]) == {"noise", "robustness"} and not set(runs["seed"]) & {0, 1}
-    assert sorted(runs.loc[runs["stage"] == "robustness", "seed"].unique()) == [2, 3]
-
-
-@pytest.mark.integration
 def test_a_study_runs_every_stage_on_the_celeba_format_and_logs_to_wandb(tmp_path, cache_dir):
     """The default study's stages (``study=smoke`` only sizes them) on a real on-disk format: its transfer stage's
     default overrides apply to any format; the W&B run (the ``logger`` group, wandb by default) gets the tables, the
-    page, the forest plot and native scatter plots."""
+    page, the forest plot and native scatter plots. ``study.reserved_seeds`` (those whose effects planned the study's
+    seeds) stay out of every comparison, robustness's AdvERM and plain runs included."""
     write_celeba(tmp_path / "celeba", n_identities=24, images_per_identity=4)
     out = tmp_path / "celeba_study"
     done = study(
@@ -211,11 +200,15 @@ def test_a_study_runs_every_stage_on_the_celeba_format_and_logs_to_wandb(tmp_pat
         "data.transforms.image_size=32",
         "data.transforms.resize=36",
         "data.min_images=2",
+        "study.reserved_seeds=[0,1]",
         base=SMALL,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     runs = pd.read_csv(out / "runs.csv")
     assert set(runs["stage"]) == set(STAGES) - {"search"}
+    trained = runs[runs["stage"] != "sweep"]  # the sweep explores with the search's seeds, as the search does
+    assert not set(trained["seed"]) & {0, 1}, trained[["stage", "seed"]]
+    assert sorted(runs.loc[runs["stage"] == "robustness", "seed"].unique()) == [2, 3]
     assert runs["status"].isin(["success", claims.NOT_APPLICABLE]).all() and set(runs["data"]) == {"main", "transfer"}
     transfer = runs[runs["data"] == "transfer"].iloc[0]
     config = (out / transfer["run_dir"] / "config.yaml").read_text()

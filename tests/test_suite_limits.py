@@ -1,10 +1,13 @@
-"""The default suite's time limit per test (tests/conftest.py): a default test over the limit fails with its
-reason, an integration test over it does not."""
+"""The suite's schedule and time limit per test (tests/conftest.py): the longest modules start first, and a default
+test over the limit fails with its reason, an integration test or an extra's test over it does not."""
 
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+
+from tests.conftest import longest_modules_first, recorded_seconds
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -21,10 +24,15 @@ def test_default():
 @pytest.mark.integration
 def test_integration():
     time.sleep(0.5)
+
+
+@pytest.mark.extra("botorch")
+def test_extra():
+    time.sleep(0.5)
 """
 
 
-def test_a_default_test_over_the_limit_fails_and_an_integration_test_does_not(tmp_path):
+def test_a_default_test_over_the_limit_fails_and_an_integration_or_extra_test_does_not(tmp_path):
     (tmp_path / "test_slow.py").write_text(TESTS)
     (tmp_path / "conftest.py").write_text("from tests.conftest import pytest_runtest_makereport  # noqa: F401\n")
     environment = os.environ | {"FAIRNAS_TEST_CALL_LIMIT_S": "0.2", "PYTHONPATH": str(REPO)}
@@ -36,6 +44,25 @@ def test_a_default_test_over_the_limit_fails_and_an_integration_test_does_not(tm
         text=True,
     )
     assert done.returncode == 1, done.stdout
-    assert "1 failed, 1 passed" in done.stdout
+    assert "1 failed, 2 passed" in done.stdout
     assert "FAILED test_slow.py::test_default" in done.stdout
     assert "call took 0.5 s, over the default suite's limit of 0 s" in done.stdout
+
+
+def test_the_modules_with_the_most_profiled_seconds_run_first_each_in_its_own_order():
+    ids = ["tests/a.py::x", "tests/b.py::y", "tests/a.py::z", "tests/c.py::w", "tests/b.py::v"]
+    seconds = {"tests/a.py::x": 1.0, "tests/a.py::z": 2.0, "tests/b.py::y": 5.0, "tests/new.py::n": 9.0}
+    ordered = longest_modules_first([SimpleNamespace(nodeid=id_) for id_ in ids], seconds)
+    assert [item.nodeid for item in ordered] == [
+        "tests/b.py::y",
+        "tests/b.py::v",
+        "tests/a.py::x",
+        "tests/a.py::z",
+        "tests/c.py::w",
+    ]
+
+
+def test_the_committed_profiles_time_the_long_end_to_end_modules():
+    seconds = recorded_seconds()
+    assert seconds["tests/test_study.py::test_a_second_invocation_trains_nothing"] > 10
+    assert all(test.startswith("tests/test_") and value >= 0 for test, value in seconds.items())
