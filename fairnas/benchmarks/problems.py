@@ -159,7 +159,8 @@ def surrogate_problem(name: str = SURROGATE_TABLE, tables: Path | None = None) -
         return SurrogateTarget(surrogate, objectives, world=seed), RetrainingCost(continuing)
 
     reference_point = _reference_point(table, spec)
-    design = [config for config in sobol_design(space, SURROGATE_DESIGN) if config_id(config) not in runs.ids()]
+    measured = runs.ids()
+    design = [config for config in sobol_design(space, SURROGATE_DESIGN) if config_id(config) not in measured]
     best = surrogate.mean([*runs.configs, *design])[:, -1]
     truth = SurrogateTruth(surrogate, objectives)
     return _problem_over_table(
