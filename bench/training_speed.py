@@ -314,6 +314,7 @@ def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--loop-image-size", type=int, default=64, help="image size of the loop comparison")
     parser.add_argument("--loop-bf16", action="store_true", help="the loop comparison under bf16 autocast")
+    parser.add_argument("--model-image-size", type=int, default=112, help="image size of the model comparison")
     parser.add_argument("--steps", type=int, default=10, help="timed steps")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     parser.add_argument("--channels-last", action="store_true")
@@ -338,10 +339,10 @@ def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
         tables["profile_summary"] = pd.DataFrame([summary])
         print(f"\nLightning steps under torch.profiler: {summary}\n{tables['profile'].head(15).to_string(index=False)}")
     if "models" in parts:
-        setting = Setting(args.device, args.batch_size, 112, args.steps, args.warmup)
+        setting = Setting(args.device, args.batch_size, args.model_image_size, args.steps, args.warmup)
         tables["models"] = compare_models(setting, MODELS, model_variants(args.channels_last, args.compile))
         print(
-            f"\nTraining images/s at 112 px, batch {setting.batch_size}:\n"
+            f"\nTraining images/s at {setting.image_size} px, batch {setting.batch_size}:\n"
             f"{tables['models'].to_string(index=False, float_format='{:.3f}'.format)}"
         )
     if "showcase" in parts:
