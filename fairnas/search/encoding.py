@@ -10,11 +10,13 @@ are no column. An inactive hyperparameter is imputed as SMAC imputes it (SMAC3's
 category more. :meth:`SpaceEncoding.active` evaluates the space's conditions on a batch of inputs, so the model can
 impute the inputs an acquisition optimiser tries, not only the observed ones; :meth:`SpaceEncoding.decode` turns a
 candidate into a valid configuration through ConfigSpace (``deactivate_inactive_hyperparameters`` drops the inactive
-values).
+values), and :meth:`SpaceEncoding.from_unit_cube` a point of the unit cube (a Sobol or random point, as a design
+draws it) into one.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -136,6 +138,19 @@ class SpaceEncoding:
                 vector[column.vector_index] = nearest * column.scale
         values = {hp.name: hp.to_value(np.array([vector[i]]))[0] for i, hp in enumerate(self._hyperparameters)}
         return native_config(deactivate_inactive_hyperparameters(values, self.configspace))
+
+    def from_unit_cube(self, u: np.ndarray) -> dict[str, Any]:
+        """The configuration at ``u``, a point of the unit cube ``[0, 1]^dim`` (e.g. a scrambled Sobol point of
+        ``scipy.stats.qmc`` or ``torch.quasirandom``), for any strategy that draws its own design: a categorical
+        column of k choices takes choice ``floor(u * k)`` (equal shares of its axis), any other column the value
+        nearest ``u`` (:meth:`decode`: a number in ConfigSpace's vector form, log-scaled ones in log space; an
+        ordinal or a small integer its nearest vector value). The space's conditions hold: inactive values are
+        dropped, constants keep their value."""
+        x = [
+            min(math.floor(value * len(column.values)), len(column.values) - 1) if column.kind == CATEGORICAL else value
+            for value, column in zip(u, self.columns, strict=True)
+        ]
+        return self.decode(np.array(x, dtype=float))
 
 
 def _column(hp: Hyperparameter, configspace: ConfigurationSpace) -> Column | None:

@@ -1,11 +1,13 @@
 """``search.strategy=botorch``: a Gaussian-process search with BoTorch (multi-objective, noisy, multi-fidelity).
 
-- :mod:`~fairnas.search.encoding`: configurations as model inputs (conditions, imputation) and back (shared with
-  the surrogate benchmark);
+- :mod:`~fairnas.search.encoding`: configurations as model inputs (conditions, imputation) and back, and unit-cube
+  points as configurations (shared with the surrogate benchmark and any strategy);
 - :mod:`~fairnas.search.strategies.botorch.model`: the Gaussian process, qLogNEHVI and MOMF, the acquisition
   optimiser;
-- :mod:`~fairnas.search.strategies.botorch.strategy`: ``BotorchStrategy``, the ask/tell strategy and its fidelity
-  variants.
+- :mod:`~fairnas.search.strategies.botorch.strategy`: ``BotorchStrategy``, the ask/tell strategy, composed of the
+  initial design (``design``), one fidelity policy per variant (``fidelity``), the model's data and fit
+  (``fitting``), the acquisitions with the search's settings (``acquisition``) and the told and pending trials
+  (``trials``).
 
 This module holds its options (``search.botorch``: :class:`BotorchSettings`, conf/search/strategy/botorch.yaml) and
 registers it. BoTorch is an optional extra (``pip install -e '.[botorch]'``), imported when a search builds the
