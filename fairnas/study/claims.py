@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from fairnas.groups import mean_se
+from fairnas.groups import mean_se, mean_se_by_group
 from fairnas.study.inference import (
     PairedTest,
     holm,
@@ -298,6 +298,6 @@ def model_summary(runs: pd.DataFrame, data: str = "main", splits: Sequence[str] 
     rows = successful(runs)
     rows = rows[(rows["mitigation"] == "none") & (rows["data"] == data)].drop_duplicates(["model", "seed"])
     columns = [f"{split}/{name}" for split in splits for name in OBJECTIVES]
-    grouped = rows.groupby(["model", "kind"], sort=False)[columns]
-    summary = grouped.mean().add_suffix("_mean").join(grouped.sem().add_suffix("_se"))
-    return summary.join(grouped.size().rename("n_seeds")).reset_index()
+    summary = mean_se_by_group(rows, columns, ["model", "kind"]).rename(columns={"n": "n_seeds"})
+    order = ["model", "kind", *(f"{column}_mean" for column in columns), *(f"{column}_se" for column in columns)]
+    return summary[[*order, "n_seeds"]]
