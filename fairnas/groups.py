@@ -1,11 +1,13 @@
 """Per-group tables of metrics and the disparities between groups, after fairlearn's MetricFrame (a metric per group,
-and the difference between groups), and the mean of a sample with its standard error.
+and the difference between groups), and the mean of a sample with its standard error: :func:`mean_se`, the one
+rule every table of means over seeds uses (the audits, the study, the search's final stage, the mitigations table and
+the search benchmarks).
 
 fairlearn itself is not a dependency: its MetricFrame calls a ``metric(y_true, y_pred)`` on each group's slice, while
 the audits and the study reduce columns of a records table (per group, per group x cell, per source image), which
 pandas' grouped reductions do in one call. Their mean and standard error (``sem``, ddof 1) are those of
 :func:`mean_se` up to rounding in the last digit (pandas sums with compensation). Only numpy and pandas are imported,
-so the audits and the study can both use this module.
+so any package can use this module.
 """
 
 from __future__ import annotations
@@ -18,13 +20,20 @@ import pandas as pd
 
 
 def mean_se(values: Sequence[float] | np.ndarray | pd.Series) -> tuple[float, float]:
-    """Mean and standard error (ddof 1) of ``values``; NaN without values, standard error NaN with one. A NaN among
-    ``values`` makes both NaN (drop missing values first to skip them)."""
+    """Mean and standard error (ddof 1) of ``values``: the one rule of fairnas. NaN without values; the standard
+    error is NaN with one value (a single seed has no spread to measure, not a spread of 0) and with an infinite one.
+    A NaN among ``values`` makes both NaN (drop missing values first to skip them)."""
     values = np.asarray(values, dtype=float)
     if len(values) == 0:
         return math.nan, math.nan
-    se = values.std(ddof=1) / math.sqrt(len(values)) if len(values) > 1 else math.nan
+    spread = len(values) > 1 and not np.isinf(values).any()
+    se = values.std(ddof=1) / math.sqrt(len(values)) if spread else math.nan
     return float(values.mean()), float(se)
+
+
+def standard_error(values: Sequence[float] | np.ndarray | pd.Series) -> float:
+    """The standard error of :func:`mean_se` (a reduction for pandas' ``agg``)."""
+    return mean_se(values)[1]
 
 
 def by_group(

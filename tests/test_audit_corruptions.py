@@ -100,7 +100,7 @@ def test_bad_settings_name_their_key(key, value, match):
 
 
 def test_default_settings():
-    settings = corruptions.check_config({})
+    settings = corruptions.checked_settings({})
     assert settings["corruptions"] == list(CORRUPTIONS) and settings["severities"] == [1, 2, 3, 4, 5]
     assert settings["max_probes_per_group"] == 100 and settings["alpha"] == 0.05
 

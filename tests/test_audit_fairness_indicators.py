@@ -20,6 +20,7 @@ from fairnas.audits.fairness_indicators import (
     attribute_precision,
     audit,
     check_config,
+    checked_settings,
     identity_hit_rates,
     identity_precision,
     label_association,
@@ -193,7 +194,7 @@ def test_bad_settings_are_named(overrides, key):
 def test_settings_fill_defaults_and_reject_unknown_keys():
     from omegaconf import OmegaConf
 
-    settings = check_config(OmegaConf.create({"ks": [50, 10, 10], "threshold": 0}))
+    settings = checked_settings(OmegaConf.create({"ks": [50, 10, 10], "threshold": 0}))
     assert settings["ks"] == [10, 50] and settings["threshold"] == 0 and settings["sweep"] == DEFAULTS["sweep"]
     with pytest.raises(ValueError, match="fairness_indicators.k is not a setting"):
         check_config({"k": [10]})

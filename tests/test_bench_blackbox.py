@@ -117,7 +117,7 @@ def test_every_value_lies_in_its_range(blackbox):
         ({"lr_adam": None}, r"^the configuration lacks 'lr_adam' \(allowed: 0.0001 to 0.01 \(log scale\)\)$"),
         ({"epoch": 5}, r"^epoch 5 is not a fidelity of dpn_paper_sampled; allowed: \[1, 2, 3, 4\]$"),
         ({"epoch": 2.5}, r"^epoch 2.5 is not a fidelity"),
-        ({"seed": -1}, r"^seed -1 must be a non-negative integer"),
+        ({"seed": -1}, r"^seed=-1 must be a non-negative integer \(a training seed\)$"),
     ],
 )
 def test_a_bad_query_stops_with_one_line_naming_what_is_allowed(blackbox, change, message):

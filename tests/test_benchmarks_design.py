@@ -37,7 +37,7 @@ def test_the_sobol_design_fills_the_whole_space_with_legal_distinct_configuratio
 def test_a_larger_design_extends_a_smaller_one_and_the_seed_changes_it():
     assert sobol_design(PAPER, 256)[:100] == sobol_design(PAPER, 100)  # more data keeps what was trained
     assert sobol_design(PAPER, 16, seed=1) != sobol_design(PAPER, 16, seed=0)
-    with pytest.raises(ValueError, match=r"^design size 0 must be a positive integer$"):
+    with pytest.raises(ValueError, match=r"^design size n=0 must be a positive integer$"):
         sobol_design(PAPER, 0)
 
 

@@ -37,7 +37,7 @@ CASES = [
     ("train", ["+scheduler.warmup=3"], r"error: scheduler: warmup_cosine got an unexpected keyword argument 'warmup'"),
     ("train", ["loss=focal", "loss.gamma=-1"], r"error: loss.gamma=-1 must be non-negative"),
     ("train", ["eval.robustness_bias=true", "eval.robustness.estimator.steps=0"], r"error: .*deepfool.steps=0"),
-    ("search", ["search.eta=1"], r"error: search.eta must be an integer >= 2"),
+    ("search", ["search.eta=1"], r"error: search.eta=1 must be an integer >= 2"),
     ("search", ["search.space=searchspaces/nope.yaml"], r"error: search.space: space file 'searchspaces/nope.yaml'"),
     ("evaluate", ["ckpt=/no/such.ckpt", "benchmarks=[lfw,megaface]"], r"error: benchmarks: \['megaface'\] not in"),
     (
@@ -101,14 +101,14 @@ CASES = [
         r"error: data: cannot read image '.*000001.jpg'",
     ),
     ("search", ["search.objectives=[error,unfairness]"], r"error: unknown search.objectives \['unfairness'\]"),
-    ("search", ["search.final.seeds=-1"], r"error: search.final.seeds must be an integer >= 0, got -1$"),
+    ("search", ["search.final.seeds=-1"], r"error: search.final.seeds=-1 must be an integer >= 0$"),
     ("search", ["search.benchmark=nope"], r"error: search.benchmark: unknown problem 'nope'; allowed: \[.*\] or null$"),
     (
         "search",
         ["search.benchmark=surrogate_table", "search.max_budget=8"],
         r"error: search.benchmark=surrogate_table has budgets 1 to 4 epochs; search.min_budget=1 and search.max_b",
     ),
-    ("search", ["search.final.top_k=0"], r"error: search.final.top_k must be an integer >= 1, got 0$"),
+    ("search", ["search.final.top_k=0"], r"error: search.final.top_k=0 must be a positive integer$"),
     ("search", ["+search.final.repeats=2"], r"error: unknown search.final settings \['repeats'\]; allowed"),
     ("search", ["search.n_seeds=2"], r"error: search.n_seeds is now search.smac.n_seeds$"),
     (

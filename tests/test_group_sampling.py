@@ -154,7 +154,7 @@ def test_loss_variant_sees_every_image_once_and_weights_its_loss(skewed, tmp_pat
         ({"alpha": 1, "weights": {"a": 1}}, r"^data.group_sampling: give alpha or weights, not both$"),
         ({"weights": {"a": -1, "b": 1}}, r"^data.group_sampling.weights: \{'a': -1\} must be numbers >= 0$"),
         ({"weights": {"a": 0, "b": 0}}, r"^data.group_sampling.weights: at least one weight must be > 0$"),
-        ({"alpha": 1, "via": "batch"}, r"^data.group_sampling.via='batch'; allowed: \['sampler', 'loss'\]$"),
+        ({"alpha": 1, "via": "batch"}, r"^data.group_sampling.via='batch' must be one of \['sampler', 'loss'\]$"),
         ({"alpha": 1, "replacement": "yes"}, r"^data.group_sampling.replacement='yes' must be true or false$"),
         ({"strength": 1}, r"^data.group_sampling: got an unexpected keyword argument 'strength'$"),
     ],

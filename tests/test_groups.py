@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fairnas.groups import by_group, difference, mean_se, mean_se_by_group
+from fairnas.groups import by_group, difference, mean_se, mean_se_by_group, standard_error
 
 
 def table() -> pd.DataFrame:
@@ -31,6 +31,15 @@ def test_mean_se_values_and_edge_cases():
     assert mean_se([0.5])[0] == 0.5 and math.isnan(mean_se([0.5])[1])
     assert all(math.isnan(v) for v in mean_se([]))
     assert all(math.isnan(v) for v in mean_se([1.0, np.nan, 3.0]))
+    mean, se = mean_se([1.0, math.inf])
+    assert mean == math.inf and math.isnan(se)  # an infinite value has no standard error either
+
+
+def test_standard_error_is_mean_se_s_for_pandas_agg():
+    frame = pd.DataFrame({"cell": ["x", "x", "y"], "value": [2.0, 4.0, 7.0]})
+    errors = frame.groupby("cell")["value"].agg(standard_error)
+    assert errors["x"] == mean_se([2.0, 4.0])[1] == 1.0 and math.isnan(errors["y"])
+    assert math.isnan(standard_error([1.0, math.inf]))
 
 
 def test_by_group_keeps_first_appearance_or_sorts_and_skips_missing_values():

@@ -4,6 +4,7 @@ import each other without loops (a static read of every ``import`` in ``fairnas/
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -49,3 +50,20 @@ def test_every_command_lives_in_tasks_and_the_scripts_are_thin():
     for command in ("train", "search", "evaluate", "audit", "compare"):
         script = (PACKAGE.parent / f"{command}.py").read_text()
         assert f"from fairnas.tasks.{command} import main" in script and len(script.splitlines()) <= 8
+
+
+def test_numbers_are_told_from_bools_only_in_the_validation_module():
+    """'An integer that is not a bool' (and 'a number that is not a bool') is written once, in fairnas.validation
+    (is_integer, is_number, Settings): an inline ``isinstance(x, bool) or not isinstance(x, int)`` elsewhere is a
+    second way to check a setting."""
+    inline = re.compile(
+        r"isinstance\([^()]*,\s*bool\)\s+or\s+not\s+isinstance|and\s+not\s+isinstance\([^()]*,\s*bool\)"
+    )
+    found = [
+        f"{path.relative_to(PACKAGE.parent)}:{number}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path != PACKAGE / "validation.py"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if inline.search(line)
+    ]
+    assert found == [], f"inline integer or number checks (use fairnas.validation): {found}"

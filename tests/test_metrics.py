@@ -304,7 +304,7 @@ def test_group_disparities_errors(per_group, order, message):
         ({"group_order": ["m", "x"]}, "group 'x' in group_order is not among the group labels"),
         ({"group_order": []}, "at least one group"),
         ({"rank_by": "distance"}, "rank_by must be one of"),
-        ({"block_size": 0}, "block_size must be a positive int"),
+        ({"block_size": 0}, "block_size=0 must be a positive integer"),
     ],
 )
 def test_bad_input_raises(changes, message):

@@ -351,15 +351,15 @@ def test_sigkill_mid_search_then_rerun_continues_without_lost_or_repeated_trials
     [
         (
             {"fidelity": "hyperband"},
-            "unknown search.botorch.fidelity 'hyperband'; allowed: ['full', 'early_stop', 'momf']",
+            "search.botorch.fidelity='hyperband' must be one of ['full', 'early_stop', 'momf']",
         ),
-        ({"crashed": "zero"}, "unknown search.botorch.crashed 'zero'; allowed: ['worst', 'exclude']"),
-        ({"raw_samples": 0}, "search.botorch.raw_samples must be an integer >= 1, got 0"),
-        ({"fit_maxiter": -5}, "search.botorch.fit_maxiter must be an integer >= 1, got -5"),
-        ({"refit_every": 0}, "search.botorch.refit_every must be an integer >= 1, got 0"),
-        ({"num_restarts": 2.5}, "search.botorch.num_restarts must be an integer >= 1, got 2.5"),
-        ({"mc_samples": "many"}, "search.botorch.mc_samples must be an integer >= 1, got 'many'"),
-        ({"max_observations": 1}, "search.botorch.max_observations must be an integer >= 2, got 1"),
+        ({"crashed": "zero"}, "search.botorch.crashed='zero' must be one of ['worst', 'exclude']"),
+        ({"raw_samples": 0}, "search.botorch.raw_samples=0 must be a positive integer"),
+        ({"fit_maxiter": -5}, "search.botorch.fit_maxiter=-5 must be a positive integer"),
+        ({"refit_every": 0}, "search.botorch.refit_every=0 must be a positive integer"),
+        ({"num_restarts": 2.5}, "search.botorch.num_restarts=2.5 must be a positive integer"),
+        ({"mc_samples": "many"}, "search.botorch.mc_samples='many' must be a positive integer"),
+        ({"max_observations": 1}, "search.botorch.max_observations=1 must be an integer >= 2"),
         (
             {"raw_samples": 4, "num_restarts": 8},
             "search.botorch.num_restarts (8) must be <= search.botorch.raw_samples (4): the restarts are picked among "

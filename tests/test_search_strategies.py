@@ -211,7 +211,7 @@ def test_a_bad_population_size_is_named_in_one_line(value):
             strategy="nsga2",
             options={"population_size": value},
         )
-    assert str(error.value) == f"search.nsga2.population_size must be an integer >= 2, got {value!r}"
+    assert str(error.value) == f"search.nsga2.population_size={value!r} must be an integer >= 2"
 
 
 def test_moasha_without_syne_tune_stops_before_any_trial_with_the_install_line(tmp_path, monkeypatch):

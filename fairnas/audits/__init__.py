@@ -1,8 +1,8 @@
 """Audits of trained models: why, and under which conditions, a group is served worse.
 
 Every audit is a module with ``audit(model, data, config) -> AuditResult`` (:mod:`fairnas.audits.base`) and,
-optionally, ``check_config(config)`` that rejects bad settings before any model is loaded. :data:`AUDITS` names
-them for ``python audit.py audits=[...]``; :func:`audit_module` imports one on first use.
+optionally, ``check_config(config) -> None`` that rejects bad settings (one line naming the key) before any model is
+loaded. :data:`AUDITS` names them for ``python audit.py audits=[...]``; :func:`audit_module` imports one on first use.
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ from fairnas.data.masks import (
     read_label_map,
     region_maps,
 )
+from fairnas.validation import Settings
 
 POOLING = (nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool2d)
 
@@ -104,12 +105,11 @@ class ProbeLogitTarget:
 
 
 def check_config(config: DictConfig) -> None:
+    """Image and bootstrap counts, before any model is loaded."""
+    check = Settings("attention_iou.")
     for key in ("gallery_images", "n_bootstrap", "probe_images"):
-        if not isinstance(config[key], int) or config[key] < 1:
-            raise ValueError(f"attention_iou.{key}={config[key]!r} must be a positive integer")
-    cap = config.max_probes_per_group
-    if cap is not None and (not isinstance(cap, int) or cap < 1):
-        raise ValueError(f"attention_iou.max_probes_per_group={cap!r} must be a positive integer or null (all)")
+        check.integer(key, config[key], minimum=1)
+    check.integer("max_probes_per_group", config.max_probes_per_group, minimum=1, null="all")
 
 
 def audit(model, data: AuditData, config: DictConfig) -> AuditResult:

@@ -29,6 +29,7 @@ from fairnas.audits.corruption_compat import CORRUPTIONS, corrupt
 from fairnas.audits.identification import PixelPipeline, embed_arrays, enrol_gallery
 from fairnas.audits.statistics import KRUSKAL, odds_ratios, scoped_tests, unit_means
 from fairnas.groups import by_group, mean_se_by_group
+from fairnas.validation import Settings, is_integer
 
 METRICS = ("consistent", "correct", "cosine", "rank")
 OUTCOMES = ("consistent", "correct")  # binary: odds ratios
@@ -42,9 +43,15 @@ DEFAULTS = {
 }
 
 
-def check_config(config: DictConfig) -> dict:
-    """The audit's settings (defaults filled in), or a ValueError naming the bad key."""
+def check_config(config: DictConfig) -> None:
+    """Every setting, before any model is loaded."""
+    checked_settings(config)
+
+
+def checked_settings(config: DictConfig | dict | None) -> dict:
+    """The audit's settings (defaults filled in), checked: a bad value is a one-line error naming the key."""
     settings = settings_with_defaults("corruptions", config, DEFAULTS)
+    check = Settings("corruptions.")
     names = settings["corruptions"]
     if names == "all":
         names = list(CORRUPTIONS)
@@ -55,32 +62,24 @@ def check_config(config: DictConfig) -> dict:
         or set(names) - set(CORRUPTIONS)
         or len(set(names)) != len(names)
     ):
-        raise ValueError(f"corruptions.corruptions={names!r}: 'all' or a list of distinct names of {list(CORRUPTIONS)}")
+        check.fail("corruptions", names, f"'all' or a list of distinct names of {list(CORRUPTIONS)}")
     severities = settings["severities"]
     if (
         not isinstance(severities, Sequence)
         or not severities
         or len(set(severities)) != len(severities)
-        or any(isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= 5 for s in severities)
+        or not all(is_integer(s) and 0 <= s <= 5 for s in severities)
     ):
-        raise ValueError(f"corruptions.severities={severities!r}: a list of distinct integers in 0..5 (0: clean)")
-    cap = settings["max_probes_per_group"]
-    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
-        raise ValueError(f"corruptions.max_probes_per_group={cap!r}: a positive integer or null (all probes)")
-    if (
-        isinstance(settings["gallery_images"], bool)
-        or not isinstance(settings["gallery_images"], int)
-        or settings["gallery_images"] < 1
-    ):
-        raise ValueError(f"corruptions.gallery_images={settings['gallery_images']!r}: a positive integer")
-    if not isinstance(settings["alpha"], int | float) or not 0 < settings["alpha"] < 1:
-        raise ValueError(f"corruptions.alpha={settings['alpha']!r}: a number in (0, 1)")
+        check.fail("severities", severities, "a list of distinct integers in 0..5 (0: clean)")
+    check.integer("max_probes_per_group", settings["max_probes_per_group"], minimum=1, null="all probes")
+    check.integer("gallery_images", settings["gallery_images"], minimum=1)
+    check.probability("alpha", settings["alpha"])
     return {**settings, "corruptions": list(names), "severities": sorted(severities)}
 
 
 def audit(model: AuditedModel, data: AuditData, config: DictConfig) -> AuditResult:
     """Thesis Sec. 3.3 for face identification: per-group robustness of the predictions to corruptions."""
-    settings = check_config(config)
+    settings = checked_settings(config)
     order = data.group_order
     records = corruption_records(model, data, settings)
     corrupted = records[records["severity"] > 0]

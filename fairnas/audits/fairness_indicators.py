@@ -44,6 +44,7 @@ from omegaconf import DictConfig
 from fairnas.audits.base import AuditData, AuditResult, progress, settings_with_defaults
 from fairnas.audits.identification import PixelPipeline, embed_arrays, enrol_gallery
 from fairnas.groups import by_group, difference, mean_se
+from fairnas.validation import Settings, is_integer, is_number
 
 TOP = 5  # predicted identities per probe in the label association (the paper's top-5)
 RESERVED = ("path", "identity", "split")
@@ -63,12 +64,19 @@ DEFAULTS = {
 # ---------------------------------------------------------------------------------------------------- settings
 
 
-def check_config(config: DictConfig | dict | None) -> dict:
-    """The settings with :data:`DEFAULTS` filled in; ValueError naming ``fairness_indicators.<key>`` otherwise."""
+def check_config(config: DictConfig | dict | None) -> None:
+    """Every setting, before any model is loaded (subgroup columns are checked against the data in :func:`audit`)."""
+    checked_settings(config)
+
+
+def checked_settings(config: DictConfig | dict | None) -> dict:
+    """The settings with :data:`DEFAULTS` filled in, checked: a bad value is a one-line error naming
+    ``fairness_indicators.<key>``."""
     settings = settings_with_defaults("fairness_indicators", config, DEFAULTS)
+    check = Settings("fairness_indicators.")
 
     def fail(key: str, allowed: str):
-        raise ValueError(f"fairness_indicators.{key}={settings[key]!r} must be {allowed}")
+        check.fail(key, settings[key], allowed)
 
     ks = settings["ks"]
     if not isinstance(ks, list | tuple) or not ks or not all(_positive_int(k) for k in ks):
@@ -77,11 +85,9 @@ def check_config(config: DictConfig | dict | None) -> dict:
     if not isinstance(subgroups, list | tuple) or not all(isinstance(c, str) and c not in RESERVED for c in subgroups):
         fail("subgroups", f"a list of categorical column names of the split (not {list(RESERVED)}), e.g. [occluder]")
     for key in ("gallery_images", "n_bootstrap"):
-        if not _positive_int(settings[key]):
-            fail(key, "a positive integer")
+        check.integer(key, settings[key], minimum=1)
     for key in ("max_identities_per_group", "max_probes_per_group"):
-        if settings[key] is not None and not _positive_int(settings[key]):
-            fail(key, "a positive integer or null (all)")
+        check.integer(key, settings[key], minimum=1, null="all")
     if settings["threshold"] is not None and not _cosine(settings["threshold"]):
         fail("threshold", "null (no threshold) or a cosine in [-1, 1]")
     sweep = settings["sweep"]
@@ -100,11 +106,11 @@ def check_config(config: DictConfig | dict | None) -> dict:
 
 
 def _positive_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    return is_integer(value) and value >= 1
 
 
 def _cosine(value) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and -1.0 <= value <= 1.0
+    return is_number(value) and -1.0 <= value <= 1.0
 
 
 # ------------------------------------------------------------------------------------------------ pure functions
@@ -315,7 +321,7 @@ def _mean_row(partition: str, group: str, subgroup: str, values: np.ndarray) -> 
 
 def audit(model, data: AuditData, config: DictConfig) -> AuditResult:
     """The four indicators of ``data``'s split under ``model`` (anything with ``device`` and ``embed``)."""
-    settings = check_config(config)
+    settings = checked_settings(config)
     frame, order = data.frame, data.group_order
     all_groups = data.datamodule.group_index(frame)
     missing = [c for c in settings["subgroups"] if c not in frame.columns]

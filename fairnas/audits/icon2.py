@@ -39,6 +39,7 @@ from scipy import sparse
 from fairnas.audits.base import AuditData, AuditResult, progress, settings_with_defaults
 from fairnas.audits.identification import PixelPipeline, enrol_gallery
 from fairnas.data.masks import LANDMARK_COLUMNS, MASK_COLUMN
+from fairnas.validation import Settings, is_integer
 
 METRICS = ("correct", "rank", "reciprocal_rank")
 DEFAULTS = {
@@ -59,37 +60,28 @@ MAX_PANELS = 12  # the ``controlled`` figure shows the top-ranked attributes
 
 def check_config(config: DictConfig) -> None:
     """Every setting's type and range (attribute names are checked against the data in :func:`audit`)."""
-    _settings(config)
+    checked_settings(config)
 
 
-def _settings(config: DictConfig | dict | None) -> DictConfig:
-    """``config`` over :data:`DEFAULTS`, validated."""
+def checked_settings(config: DictConfig | dict | None) -> DictConfig:
+    """``config`` over :data:`DEFAULTS`, checked: a bad value is a one-line error naming ``icon2.<key>``."""
     settings = settings_with_defaults("icon2", config, DEFAULTS)
-    if settings["metric"] not in METRICS:
-        raise ValueError(f"icon2.metric={settings['metric']!r} must be one of {list(METRICS)}")
+    check = Settings("icon2.")
+    check.choice("metric", settings["metric"], METRICS)
     for key, minimum in (("bins", 2), ("min_cell", 1), ("gallery_images", 1), ("n_bootstrap", 0)):
-        if not _is_int(settings[key]) or settings[key] < minimum:
-            raise ValueError(f"icon2.{key}={settings[key]!r} must be an integer >= {minimum}")
-    if settings["ddof"] not in (0, 1) or isinstance(settings["ddof"], bool):
-        raise ValueError(
-            f"icon2.ddof={settings['ddof']!r} must be 0 (divide by |A|, ICON² Eq. 5) or 1 (sample "
-            "standard deviation, as the paper's tables)"
+        check.integer(key, settings[key], minimum=minimum)
+    ddof = settings["ddof"]
+    if not is_integer(ddof) or ddof not in (0, 1):
+        check.fail(
+            "ddof", ddof, "0 (divide by |A|, ICON² Eq. 5) or 1 (sample standard deviation, as the paper's tables)"
         )
-    cap = settings["max_probes_per_group"]
-    if cap is not None and (not _is_int(cap) or cap < 1):
-        raise ValueError(f"icon2.max_probes_per_group={cap!r} must be a positive integer or null (all probes)")
+    check.integer("max_probes_per_group", settings["max_probes_per_group"], minimum=1, null="all probes")
     names = settings["attributes"]
     if names is not None and (
         isinstance(names, str) or not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names)
     ):
-        raise ValueError(
-            f"icon2.attributes={names!r} must be null (every metadata column) or a non-empty list of column names"
-        )
+        check.fail("attributes", names, "null (every metadata column) or a non-empty list of column names")
     return OmegaConf.create(settings)
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def explanatory_columns(frame: pd.DataFrame, protected: str, names: list[str] | None = None) -> list[str]:
@@ -327,7 +319,7 @@ def _ci_columns(key: str, boot: dict, column: str | None = None) -> dict:
 
 def audit(model, data: AuditData, config: DictConfig) -> AuditResult:
     """ICON² ranking and controlled disparity of ``data``'s probes identified by ``model``."""
-    settings = _settings(config)
+    settings = checked_settings(config)
     protected = data.datamodule.table.attribute
     attributes = explanatory_columns(
         data.frame, protected, None if settings.attributes is None else list(settings.attributes)

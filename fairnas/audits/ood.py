@@ -65,6 +65,7 @@ from fairnas.data.synthetic.mutations import (
     transform_image,
 )
 from fairnas.groups import by_group
+from fairnas.validation import Settings
 
 ORACLES = ("metamorphic", "exclusion", "inclusion", "ground_truth")
 TESTED_ORACLES = ("metamorphic", "exclusion", "inclusion")
@@ -111,16 +112,12 @@ def resolve_mutations(config, synthetic: bool) -> list[str]:
 
 
 def check_config(config: DictConfig) -> None:
+    """The mutations, probe counts, significance level and mutation settings, before any model is loaded."""
     requested_mutations(config)
-    for key in ("gallery_images",):
-        if not isinstance(_get(config, key), int) or _get(config, key) < 1:
-            raise ValueError(f"ood.{key}={_get(config, key)!r} must be a positive integer")
-    cap = _get(config, "max_probes_per_group")
-    if cap is not None and (not isinstance(cap, int) or cap < 1):
-        raise ValueError(f"ood.max_probes_per_group={cap!r} must be a positive integer or null (all)")
-    alpha = _get(config, "alpha")
-    if not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
-        raise ValueError(f"ood.alpha={alpha!r} must be in (0, 1)")
+    check = Settings("ood.")
+    check.integer("gallery_images", _get(config, "gallery_images"), minimum=1)
+    check.integer("max_probes_per_group", _get(config, "max_probes_per_group"), minimum=1, null="all")
+    check.probability("alpha", _get(config, "alpha"))
     settings_from(config)
 
 

@@ -24,7 +24,6 @@ import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from numbers import Integral, Real
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +42,7 @@ from fairnas.benchmarks.tables import TABLES, load_table, names
 from fairnas.config import SPACES_DIR
 from fairnas.search import load_space
 from fairnas.search.trial import native_config
+from fairnas.validation import Settings, is_integer, is_number
 
 METRICS = ("error", "rank_disparity", "disparity", "error/g0", "error/g1")
 """The modelled metrics of each split (docs/metrics.md): the share of misidentified probes, the gap in mean rank
@@ -106,7 +106,7 @@ class FairnessBlackbox:
 
     def _epoch(self, epoch: int) -> int:
         for index, fidelity in enumerate(self.fidelities):
-            if isinstance(epoch, Real) and not isinstance(epoch, bool) and epoch == fidelity:
+            if is_number(epoch) and epoch == fidelity:
                 return index
         raise ValueError(f"epoch {epoch!r} is not a fidelity of {self.name}; allowed: {list(self.fidelities)}")
 
@@ -147,8 +147,8 @@ def load_blackbox(name: str = SURROGATE_TABLE, tables: Path | None = None) -> Fa
 
 
 def _seed(seed: int) -> int:
-    if not isinstance(seed, Integral) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"seed {seed!r} must be a non-negative integer (a training seed)")
+    if not is_integer(seed) or seed < 0:
+        Settings().fail("seed", seed, "a non-negative integer (a training seed)")
     return int(seed)
 
 
@@ -161,7 +161,7 @@ def _holds(condition: Any, active: Mapping[str, Any]) -> bool:
 
 
 def _legal(hyperparameter: Any, value: Any) -> bool:
-    if isinstance(value, bool) or (isinstance(hyperparameter, NumericalHyperparameter) and not isinstance(value, Real)):
+    if isinstance(value, bool) or (isinstance(hyperparameter, NumericalHyperparameter) and not is_number(value)):
         return False
     try:
         return bool(hyperparameter.legal_value(value))

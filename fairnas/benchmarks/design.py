@@ -19,6 +19,7 @@ from scipy.stats import qmc
 from fairnas.benchmarks.tabular import grid, is_active
 from fairnas.search import SearchSpace, config_id
 from fairnas.search.trial import native_config
+from fairnas.validation import Settings
 
 
 def sobol_design(space: SearchSpace, n: int, seed: int = 0) -> list[dict[str, Any]]:
@@ -26,8 +27,7 @@ def sobol_design(space: SearchSpace, n: int, seed: int = 0) -> list[dict[str, An
     hyperparameter (in the space's order), as configurations: a categorical or ordinal one takes the choice
     ``floor(u * k)``, a number ``lower + u * (upper - lower)`` (on the log scale when ``log``; integers rounded), a
     constant its value; inactive ones are dropped. Points that collapse onto the same configuration count once."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"design size {n!r} must be a positive integer")
+    Settings().integer("design size n", n, minimum=1)
     configspace: ConfigurationSpace = space.configspace
     names = list(configspace)
     points = qmc.Sobol(d=len(names), scramble=True, seed=seed).random_base2(max(0, math.ceil(math.log2(n))))[:n]

@@ -19,6 +19,7 @@ from fairnas.benchmarks.answer_quality import answer, evaluated, quality
 from fairnas.benchmarks.figure import volume_on_grid
 from fairnas.benchmarks.methods import METHODS
 from fairnas.benchmarks.problems import Problem
+from fairnas.groups import mean_se
 
 
 def hypervolume_at(curve: pd.DataFrame, budget: float) -> float:
@@ -45,7 +46,8 @@ def run_volumes(runs: pd.DataFrame, total_budget: float, max_hypervolume: float 
 def summarize(runs: pd.DataFrame, total_budget: float, max_hypervolume: float | None = None) -> pd.DataFrame:
     """Per method: hypervolume at ``total_budget`` (mean, standard deviation and standard error over seeds; as a
     share of ``max_hypervolume`` when given), its difference from random search paired by seed (mean and standard
-    error), and the budget to reach random search's mean hypervolume."""
+    error), and the budget to reach random search's mean hypervolume. A single seed's deviation and standard errors
+    are NaN (:func:`~fairnas.groups.mean_se`)."""
     per_run = runs.groupby(["method", "seed"], sort=False)
     at_budget = run_volumes(runs, total_budget).set_index(["method", "seed"])["hypervolume"]
     random = at_budget.xs("random", level="method") if "random" in at_budget.index.get_level_values(0) else None
@@ -53,12 +55,13 @@ def summarize(runs: pd.DataFrame, total_budget: float, max_hypervolume: float | 
     rows = []
     for method, volumes in at_budget.groupby(level="method", sort=False):
         volumes = volumes.droplevel("method")
+        hv_mean, hv_sem = mean_se(volumes.dropna())
         row = {
             "method": method,
             "seeds": len(volumes),
-            "hv_mean": volumes.mean(),
-            "hv_std": volumes.std(ddof=1) if len(volumes) > 1 else 0.0,
-            "hv_sem": volumes.sem() if len(volumes) > 1 else 0.0,
+            "hv_mean": hv_mean,
+            "hv_std": volumes.std(ddof=1),
+            "hv_sem": hv_sem,
             "trials_mean": per_run.size()[method].mean(),
             "wall_time_s_mean": per_run["run_wall_time_s"].first()[method].mean(),
         }
@@ -66,9 +69,10 @@ def summarize(runs: pd.DataFrame, total_budget: float, max_hypervolume: float | 
             row.update(share_mean=row["hv_mean"] / max_hypervolume, share_sem=row["hv_sem"] / max_hypervolume)
         if random is not None:
             difference = (volumes - random).dropna()  # paired by seed
+            diff_mean, diff_sem = mean_se(difference)
             row.update(
-                diff_mean=difference.mean(),
-                diff_sem=difference.sem() if len(difference) > 1 else 0.0,
+                diff_mean=diff_mean,
+                diff_sem=diff_sem,
                 ahead=int((difference > 0).sum()),
             )
             budgets = np.array([budget_to_reach(curve, goal) for (name, _), curve in per_run if name == method])

@@ -20,6 +20,7 @@ from fairnas.data.decoded import decoded_bytes, decoded_images
 from fairnas.data.sampling import GroupSampling, GroupWeightedDraw, as_group_sampling
 from fairnas.data.table import SPLITS, FaceTable, apply_subset_rules
 from fairnas.data.transforms import BatchTransform, TransformSettings, eval_transforms, resize_transform
+from fairnas.validation import Settings, is_integer
 
 log = logging.getLogger(__name__)
 
@@ -313,8 +314,7 @@ def check_in_memory(in_memory: bool | str, limit_gb: float) -> bool | str:
     """``data.in_memory`` (true, false or auto) and its limit (GiB of decoded images, positive), checked."""
     if in_memory not in (True, False, "auto"):
         raise ValueError(f"data.in_memory={in_memory!r}; allowed: auto, true, false")
-    if isinstance(limit_gb, bool) or not isinstance(limit_gb, (int, float)) or not limit_gb > 0:
-        raise ValueError(f"data.in_memory_limit_gb={limit_gb!r} must be a positive number (GiB)")
+    Settings("data.").positive("in_memory_limit_gb", limit_gb, "(GiB)")
     return in_memory
 
 
@@ -324,6 +324,6 @@ def resolve_num_workers(num_workers: int | str) -> int:
     if num_workers == "auto":
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         return min(8, max(0, cores - 1))
-    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
-        raise ValueError(f"data.num_workers={num_workers!r} must be a non-negative integer or auto")
-    return num_workers
+    if not is_integer(num_workers) or num_workers < 0:
+        Settings("data.").fail("num_workers", num_workers, "a non-negative integer or auto")
+    return int(num_workers)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,10 +26,12 @@ import numpy as np
 import torch
 
 from fairnas.data.transforms import mix_seed
+from fairnas.validation import Settings, is_number
 
 SAMPLING_STREAM = 0x5A3
 """Spawn key that keeps the group-weighted draws apart from the other (seed, epoch) streams."""
 VIA = ("sampler", "loss")
+GROUP_SAMPLING = Settings("data.group_sampling.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,15 +48,13 @@ class GroupSampling:
         if self.alpha is not None and self.weights is not None:
             raise ValueError("data.group_sampling: give alpha or weights, not both")
         if self.alpha is not None:
-            if not _is_number(self.alpha) or not math.isfinite(self.alpha) or self.alpha < 0:
-                raise ValueError(f"data.group_sampling.alpha={self.alpha!r} must be a number >= 0 (or null: off)")
+            if not is_number(self.alpha) or not math.isfinite(self.alpha) or self.alpha < 0:
+                GROUP_SAMPLING.fail("alpha", self.alpha, "a number >= 0 (or null: off)")
             object.__setattr__(self, "alpha", float(self.alpha))
         if self.weights is not None:
             object.__setattr__(self, "weights", _checked_weights(self.weights))
-        if not isinstance(self.replacement, bool):
-            raise ValueError(f"data.group_sampling.replacement={self.replacement!r} must be true or false")
-        if self.via not in VIA:
-            raise ValueError(f"data.group_sampling.via={self.via!r}; allowed: {list(VIA)}")
+        GROUP_SAMPLING.boolean("replacement", self.replacement)
+        GROUP_SAMPLING.choice("via", self.via, VIA)
 
     @property
     def active(self) -> bool:
@@ -146,13 +145,9 @@ def _checked_weights(weights: Any) -> dict[str, float]:
         raise ValueError(
             f"data.group_sampling.weights={weights!r} must map group names to weights, e.g. {{g0: 1, g1: 3}}"
         )
-    bad = {str(g): w for g, w in weights.items() if not _is_number(w) or not math.isfinite(w) or w < 0}
+    bad = {str(g): w for g, w in weights.items() if not is_number(w) or not math.isfinite(w) or w < 0}
     if bad:
         raise ValueError(f"data.group_sampling.weights: {bad} must be numbers >= 0")
     if not any(w > 0 for w in weights.values()):
         raise ValueError("data.group_sampling.weights: at least one weight must be > 0")
     return {str(group): float(weight) for group, weight in weights.items()}
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)

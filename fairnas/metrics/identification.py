@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from fairnas.metrics.fairness import DISPARITY_METRICS, check_group_order, group_disparities
+from fairnas.validation import Settings
 
 RANK_BY_CHOICES = ("identity", "image")
 
@@ -67,8 +68,7 @@ def face_identification_metrics(
         ``n_probes/g``; and ``rank_disparity``, ``disparity``, ``ratio``, ``rank_ratio``, ``error_ratio``.
     """
     _check_rank_by(rank_by)
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-        raise ValueError(f"block_size must be a positive int, got {block_size!r}")
+    Settings().integer("block_size", block_size, minimum=1)
     embeddings = _embedding_tensor(embeddings)
     _check_finite(embeddings)
     n_images = embeddings.shape[0]

@@ -28,6 +28,8 @@ from typing import Any
 import pytorch_lightning as pl
 from pytorch_lightning.trainer.states import TrainerFn
 
+from fairnas.validation import Settings
+
 log = logging.getLogger(__name__)
 REFERENCE_SPLIT = "val"
 
@@ -73,8 +75,7 @@ class GroupMeasurement(pl.Callback):
         warmup_epochs: int = 1,
         every_epoch: bool = False,
     ):
-        if isinstance(warmup_epochs, bool) or not isinstance(warmup_epochs, int) or warmup_epochs < 1:
-            raise ValueError(f"mitigation.warmup_epochs={warmup_epochs} must be a positive integer")
+        Settings("mitigation.").integer("warmup_epochs", warmup_epochs, minimum=1)
         if group is None and reference_metrics is not None:
             group = group_by_accuracy(reference_metrics, best=best)
         self.group = None if group is None else str(group)

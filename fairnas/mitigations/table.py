@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from fairnas.groups import standard_error
 from fairnas.search.pareto import non_dominated_mask
 
 CELL_KEYS = ("model", "mitigation")
@@ -44,22 +44,14 @@ def summarize(runs: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
         stats = cells.agg(
             n_seeds=("error", "size"),
             error_mean=("error", "mean"),
-            error_sem=("error", _sem),
+            error_sem=("error", standard_error),
             value_mean=(metric, "mean"),
-            value_sem=(metric, _sem),
+            value_sem=(metric, standard_error),
         ).reset_index()
         stats.insert(2, "metric", metric)
         stats["pareto_optimal"] = non_dominated_mask(stats[["error_mean", "value_mean"]].to_numpy(dtype=float))
         rows.append(stats)
     return pd.concat(rows, ignore_index=True)[list(SUMMARY_COLUMNS)]
-
-
-def _sem(values: pd.Series) -> float:
-    """Standard error of the mean (NaN for one value; NaN where the values are infinite)."""
-    values = values.astype(float)
-    if len(values) < 2 or not np.isfinite(values).all():
-        return math.nan
-    return float(values.std(ddof=1) / math.sqrt(len(values)))
 
 
 def format_cell(error_mean: float, error_sem: float, value_mean: float, value_sem: float, digits: int = 2) -> str:

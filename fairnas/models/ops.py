@@ -21,10 +21,11 @@ convolution carries a bias, so ops (0, 3, 0) with DPN's widths has exactly the p
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from numbers import Integral
 from typing import Literal
 
 from torch import nn
+
+from fairnas.validation import is_integer
 
 NUM_SLOTS = 3
 """Operations per searchable block: the slots replacing DPN's 1x1 -> 3x3 -> 1x1 convolutions."""
@@ -86,7 +87,7 @@ def parse_ops(ops: object) -> tuple[int, int, int]:
         if not ops.isdigit():
             raise ValueError(f"backbone.ops={ops!r} must be three digits 0-8 such as '301'")
         codes: list[object] = [int(ch) for ch in ops]
-    elif isinstance(ops, Integral) and not isinstance(ops, bool):
+    elif is_integer(ops):
         if not 0 <= int(ops) <= 888:
             raise ValueError(f"backbone.ops={ops} must be three digits 0-8 such as 301")
         codes = [int(ch) for ch in f"{int(ops):03d}"]
@@ -98,7 +99,7 @@ def parse_ops(ops: object) -> tuple[int, int, int]:
         raise ValueError(f"backbone.ops={ops!r} must name exactly {NUM_SLOTS} operations, got {len(codes)}")
     indices: list[int] = []
     for slot, code in enumerate(codes):
-        if isinstance(code, bool) or not isinstance(code, Integral) or not 0 <= int(code) < len(OPERATIONS):
+        if not is_integer(code) or not 0 <= int(code) < len(OPERATIONS):
             raise ValueError(f"backbone.ops[{slot}]={code!r} is not an operation index; {_ALLOWED}")
         indices.append(int(code))
     first, second, third = indices  # NUM_SLOTS of them

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from fairnas.validation import Settings
+
 if TYPE_CHECKING:
     import foolbox
 
@@ -89,5 +91,4 @@ class CarliniWagnerL2(MinimalAdversarialDistance):
 
 def _check_positive_int(method: str, **values: int) -> None:
     for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{method}.{name}={value!r} must be a positive integer")
+        Settings(f"{method}.").integer(name, value, minimum=1)

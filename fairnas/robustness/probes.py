@@ -23,6 +23,7 @@ from torch.utils.data import DataLoader, Subset
 
 from fairnas.data.dataset import FaceImageDataset
 from fairnas.robustness.classifier import IdentityClassifier, pixel_normalization
+from fairnas.validation import Settings
 
 
 @dataclass(frozen=True)
@@ -55,10 +56,8 @@ class ProbeSet:
 
 def check_probe_settings(gallery_images: int, max_probes: int | None) -> None:
     """Reject a non-positive ``gallery_images`` or ``max_probes`` (null: every probe) before any work."""
-    if isinstance(gallery_images, bool) or not isinstance(gallery_images, int) or gallery_images < 1:
-        raise ValueError(f"gallery_images={gallery_images!r} must be a positive integer")
-    if max_probes is not None and (isinstance(max_probes, bool) or not isinstance(max_probes, int) or max_probes < 1):
-        raise ValueError(f"max_probes={max_probes!r} must be a positive integer or null (all probes)")
+    Settings().integer("gallery_images", gallery_images, minimum=1)
+    Settings().integer("max_probes", max_probes, minimum=1, null="all probes")
 
 
 def split_enrolment(identities: np.ndarray, gallery_images: int) -> tuple[np.ndarray, np.ndarray]:

@@ -17,6 +17,8 @@ import torch
 from scipy.stats import binomtest, norm
 from torch import nn
 
+from fairnas.validation import Settings
+
 
 class RandomizedSmoothing:
     """CERTIFY radius as a distance estimate; Cohen et al.'s n0 = 100 and alpha = 0.001 (n = 10k, theirs 100k)."""
@@ -35,8 +37,7 @@ class RandomizedSmoothing:
         if sigma <= 0:
             raise ValueError(f"smoothing.sigma={sigma} must be positive")
         for name, value in (("n0", n0), ("n", n), ("batch_size", batch_size)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"smoothing.{name}={value!r} must be a positive integer")
+            Settings("smoothing.").integer(name, value, minimum=1)
         if not 0 < alpha < 0.5:
             raise ValueError(f"smoothing.alpha={alpha} must lie in (0, 0.5)")
         self.sigma, self.n0, self.n, self.alpha = float(sigma), n0, n, float(alpha)

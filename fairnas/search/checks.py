@@ -1,12 +1,35 @@
-"""The value checks behind every search setting: one-line ValueErrors naming the ``search.<key>``."""
+"""The search's settings sections (``search.<section>``, :class:`Section`) and the checks of their values:
+those of :mod:`fairnas.validation` under the ``search.`` prefix, so each failure is one line naming the
+``search.<key>``. Integers may be given as integral floats (2.0)."""
 
 from __future__ import annotations
 
 import dataclasses
-import math
-import numbers
-from collections.abc import Callable, Collection, Iterable, Mapping
+import functools
+from collections.abc import Mapping
 from typing import Any, ClassVar, Self
+
+from fairnas.validation import Settings, is_number, optional
+
+__all__ = [
+    "SEARCH",
+    "Section",
+    "as_tuple",
+    "check_choice",
+    "integer",
+    "is_number",
+    "number",
+    "number_list",
+    "number_or_numbers",
+    "optional",
+    "section_values",
+]
+
+SEARCH = Settings("search.")
+integer = functools.partial(SEARCH.integer, integral_floats=True)
+number = SEARCH.number
+check_choice = SEARCH.choice
+as_tuple = SEARCH.sequence
 
 
 class Section:
@@ -38,42 +61,11 @@ def section_values(cls: type, mapping: Mapping[str, Any] | None, section: str) -
     return {field.name: field.default for field in dataclasses.fields(cls)} | mapping
 
 
-def check_choice(name: str, value: Any, allowed: Collection[str]) -> None:
-    if value not in allowed:
-        raise ValueError(f"unknown search.{name} {value!r}; allowed: {list(allowed)}")
-
-
-def as_tuple(name: str, value: Any, expected: str = "a list") -> tuple[Any, ...]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        raise ValueError(f"search.{name} must be {expected}, got {value!r}")
-    return tuple(value)
-
-
-def optional(convert: Callable[..., Any], name: str, value: Any, **bounds: int) -> Any:
-    return None if value is None else convert(name, value, **bounds)
-
-
-def is_number(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def number(name: str, value: Any) -> float:
-    if not is_number(value):
-        raise ValueError(f"search.{name} must be a number, got {value!r}")
-    return float(value)
-
-
 def number_list(name: str, values: Any, expected: str = "a list of numbers") -> tuple[float, ...]:
+    """``search.<name>``: a list of numbers, as a tuple of floats."""
     return tuple(number(name, value) for value in as_tuple(name, values, expected))
 
 
 def number_or_numbers(name: str, value: Any) -> float | tuple[float, ...]:
+    """``search.<name>``: one number, or a list of them."""
     return float(value) if is_number(value) else number_list(name, value, "a number or a list of numbers")
-
-
-def integer(name: str, value: Any, minimum: int | None = None) -> int:
-    bound = "" if minimum is None else f" >= {minimum}"
-    is_integer = is_number(value) and math.isfinite(value) and int(value) == value
-    if not is_integer or (minimum is not None and value < minimum):
-        raise ValueError(f"search.{name} must be an integer{bound}, got {value!r}")
-    return int(value)

@@ -31,6 +31,7 @@ import pandas as pd
 from pymoo.operators.survival.rank_and_crowding.metrics import calc_crowding_distance
 from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
 
+from fairnas.groups import mean_se
 from fairnas.io import write_csv_atomic
 from fairnas.search.parallel import TrialPool
 from fairnas.search.pareto import final_trials, non_dominated_mask
@@ -169,8 +170,7 @@ def summarize_candidates(
         row |= {name: config.get(name) for name in hyperparameters}
         for name in metrics:
             values = runs[name].astype(float)
-            row[f"{name}_mean"] = values.mean() if len(values) else math.nan
-            row[f"{name}_se"] = values.sem() if len(values) > 1 else math.nan
+            row[f"{name}_mean"], row[f"{name}_se"] = mean_se(values.dropna())
         row["n_seeds"] = len(runs)
         rows.append(row)
     summary = pd.DataFrame(rows)

@@ -7,7 +7,16 @@ import math
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from fairnas.search.checks import Section, as_tuple, integer, number, number_list, number_or_numbers, optional
+from fairnas.search.checks import (
+    SEARCH,
+    Section,
+    as_tuple,
+    integer,
+    number,
+    number_list,
+    number_or_numbers,
+    optional,
+)
 from fairnas.search.records import RESERVED_COLUMNS
 from fairnas.search.strategies import REGISTRY, registration
 
@@ -144,13 +153,14 @@ class SearchSettings:
             "min_budget": number("min_budget", self.min_budget),
             "max_budget": number("max_budget", self.max_budget),
             "eta": integer("eta", self.eta, minimum=2),
-            "total_budget": optional(number, "total_budget", self.total_budget),
+            "total_budget": optional(SEARCH.positive, "total_budget", self.total_budget),
             "n_trials": optional(integer, "n_trials", self.n_trials, minimum=1),
             "seed": integer("seed", self.seed),
             "crash_cost": number_or_numbers("crash_cost", self.crash_cost),
             "reference_point": optional(number_list, "reference_point", self.reference_point),
             "n_workers": integer("n_workers", self.n_workers, minimum=1),
-            "dask_timeout": number("dask_timeout", self.dask_timeout),
+            "dask_timeout": SEARCH.positive("dask_timeout", self.dask_timeout, "(seconds)"),
+            "dask_insecure": SEARCH.boolean("dask_insecure", self.dask_insecure),
             "initial_design_size": optional(integer, "initial_design_size", self.initial_design_size, minimum=0),
             "final": FinalSettings.from_mapping(self.final),
         }
@@ -159,9 +169,7 @@ class SearchSettings:
         objectives = self.objectives
         all_strings = all(isinstance(name, str) for name in objectives)
         if not objectives or not all_strings or len(set(objectives)) != len(objectives):
-            raise ValueError(
-                f"search.objectives must be a non-empty list of distinct metric names, got {list(objectives)}"
-            )
+            SEARCH.fail("objectives", list(objectives), "a non-empty list of distinct metric names")
         reserved = sorted(RESERVED_COLUMNS & set(objectives))
         if reserved:
             raise ValueError(f"search.objectives {reserved} are reserved trials.csv columns")
@@ -172,23 +180,18 @@ class SearchSettings:
             )
         if self.n_trials is None and self.total_budget is None:
             raise ValueError("give search.n_trials or search.total_budget (or both) to bound the search")
-        if self.total_budget is not None and self.total_budget <= 0:
-            raise ValueError(f"search.total_budget must be > 0, got {self.total_budget}")
         if self.dask_address is not None and self.dask_scheduler_file is not None:
             raise ValueError("give search.dask_address or search.dask_scheduler_file, not both")
-        if self.dask_timeout <= 0:
-            raise ValueError(f"search.dask_timeout must be > 0 seconds, got {self.dask_timeout}")
-        if not isinstance(self.dask_insecure, bool):
-            raise ValueError(f"search.dask_insecure must be true or false, got {self.dask_insecure!r}")
         if self.dask_tls is not None and not isinstance(self.dask_tls, str):
-            raise ValueError(f"search.dask_tls must be a folder path or null, got {self.dask_tls!r}")
+            SEARCH.fail("dask_tls", self.dask_tls, "a folder path or null")
         if self.reference_point is not None and len(self.reference_point) != len(objectives):
             raise ValueError(
                 f"search.reference_point has {len(self.reference_point)} values "
                 f"for search.objectives {list(self.objectives)}"
             )
         if len(self.crash_costs) != len(objectives) or not all(map(math.isfinite, self.crash_costs)):
-            raise ValueError(f"search.crash_cost must be one finite number or one per objective, got {self.crash_cost}")
+            given = self.crash_cost if isinstance(self.crash_cost, float) else list(self.crash_cost)
+            SEARCH.fail("crash_cost", given, "one finite number or one per objective")
         self._strategy_options()
 
     def _strategy_options(self) -> None:

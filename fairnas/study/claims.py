@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from fairnas.groups import mean_se
+from fairnas.groups import mean_se, mean_se_by_group
 from fairnas.study.inference import (
     PairedTest,
     holm,
@@ -32,7 +32,9 @@ from fairnas.study.inference import (
     minimum_detectable_effect,
     paired_test,
 )
+from fairnas.validation import Settings
 
+CLAIMS = Settings("study.claims.")
 OBJECTIVES = ("error", "rank_disparity")
 SUCCESS = "success"
 NOT_APPLICABLE = "not applicable"
@@ -79,11 +81,9 @@ class ClaimSettings:
             raise ValueError(f"study.claims: unknown keys {sorted(unknown)}; allowed: alpha, power, primary")
         settings = cls(**{**dataclasses.asdict(cls()), **mapping})
         for key in ("alpha", "power"):
-            value = getattr(settings, key)
-            if isinstance(value, bool) or not isinstance(value, float | int) or not 0 < value < 1:
-                raise ValueError(f"study.claims.{key}={value!r} must be a number between 0 and 1")
+            CLAIMS.probability(key, getattr(settings, key))
         if isinstance(settings.primary, str) or not all(isinstance(item, str) for item in settings.primary):
-            raise ValueError(f"study.claims.primary={settings.primary!r} must be a list of claim id patterns")
+            CLAIMS.fail("primary", settings.primary, "a list of claim id patterns")
         return dataclasses.replace(settings, primary=tuple(settings.primary))
 
     def is_primary(self, claim_id: str) -> bool:
@@ -298,6 +298,6 @@ def model_summary(runs: pd.DataFrame, data: str = "main", splits: Sequence[str] 
     rows = successful(runs)
     rows = rows[(rows["mitigation"] == "none") & (rows["data"] == data)].drop_duplicates(["model", "seed"])
     columns = [f"{split}/{name}" for split in splits for name in OBJECTIVES]
-    grouped = rows.groupby(["model", "kind"], sort=False)[columns]
-    summary = grouped.mean().add_suffix("_mean").join(grouped.sem().add_suffix("_se"))
-    return summary.join(grouped.size().rename("n_seeds")).reset_index()
+    summary = mean_se_by_group(rows, columns, ["model", "kind"]).rename(columns={"n": "n_seeds"})
+    order = ["model", "kind", *(f"{column}_mean" for column in columns), *(f"{column}_se" for column in columns)]
+    return summary[[*order, "n_seeds"]]

@@ -10,6 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 from fairnas.config import compose_config, resolve_space_path
 from fairnas.search import load_space
 from fairnas.search.final import fresh_seeds
+from fairnas.validation import Settings
 
 
 def search_settings(study: DictConfig) -> dict[str, Any]:
@@ -20,8 +21,7 @@ def search_settings(study: DictConfig) -> dict[str, Any]:
     full_trials = own.pop("full_trials", None)  # type: ignore[union-attr]
     merged = OmegaConf.to_container(OmegaConf.merge(defaults, OmegaConf.create(own)), resolve=True)
     if merged["total_budget"] is None and merged.get("n_trials") is None and full_trials is not None:  # type: ignore[index]
-        if isinstance(full_trials, bool) or not isinstance(full_trials, int) or full_trials < 1:
-            raise ValueError(f"study.search.full_trials={full_trials!r} must be an integer >= 1")
+        full_trials = Settings("study.search.").integer("full_trials", full_trials, minimum=1)
         merged["total_budget"] = full_trials * merged["max_budget"]  # type: ignore[index]
     return merged  # type: ignore[return-value]
 

@@ -31,6 +31,7 @@ from fairnas.io import write_json_atomic
 from fairnas.tasks.cli import hydra_command
 from fairnas.tasks.reporting import Report, resolve_device
 from fairnas.tasks.runs import Run, load_run
+from fairnas.validation import is_number
 
 log = logging.getLogger(__name__)
 REPORT_FILE = "report.html"
@@ -115,7 +116,7 @@ def _scalars(values: Mapping, prefix: str) -> dict[str, float]:
         name = f"{prefix}/{key}"
         if isinstance(value, Mapping):
             scalars.update(_scalars(value, name))
-        elif isinstance(value, int | float) and not isinstance(value, bool):
+        elif is_number(value):
             scalars[name] = float(value)
     return scalars
 

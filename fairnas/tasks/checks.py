@@ -3,29 +3,23 @@ before data is read, each failure one line naming the key and what is allowed; a
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from omegaconf import DictConfig
 from torch import nn
+
+from fairnas.validation import Settings
 
 
 def check_training_settings(cfg: DictConfig) -> None:
     """Epochs and batch sizes are positive integers; a learning rate is a positive number; ``channels_last`` and
     ``compile`` are booleans; a GPU accelerator needs a GPU."""
-    for key, value in (
-        ("trainer.max_epochs", cfg.trainer.get("max_epochs")),
-        ("data.batch_size", cfg.data.get("batch_size")),
-        ("data.eval_batch_size", cfg.data.get("eval_batch_size")),
-    ):
-        if not _is_positive_int(value):
-            raise ValueError(f"{key}={value} must be a positive integer")
-    lr = cfg.optimizer.get("lr")
-    if isinstance(lr, bool) or not isinstance(lr, int | float) or not lr > 0:
-        raise ValueError(f"optimizer.lr={lr} must be a positive number")
+    settings = Settings()
+    settings.integer("trainer.max_epochs", cfg.trainer.get("max_epochs"), minimum=1)
+    settings.integer("data.batch_size", cfg.data.get("batch_size"), minimum=1)
+    settings.integer("data.eval_batch_size", cfg.data.get("eval_batch_size"), minimum=1)
+    settings.positive("optimizer.lr", cfg.optimizer.get("lr"))
     for key in ("channels_last", "compile"):
-        if not isinstance(cfg.get(key, False), bool):
-            raise ValueError(f"{key}={cfg.get(key)!r} must be true or false")
+        settings.boolean(key, cfg.get(key, False))
     accelerator = cfg.trainer.get("accelerator")
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         raise ValueError(
@@ -57,7 +51,3 @@ def check_input_size(embedder: nn.Module, image_size: int) -> None:
         ) from None
     finally:
         embedder.train(was_training)
-
-
-def _is_positive_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0

@@ -17,7 +17,9 @@ from fairnas.study.stages import check_stages
 from fairnas.tasks.checks import check_training_settings
 from fairnas.tasks.runs import instantiate_partial
 from fairnas.tasks.search import FaceSearch
+from fairnas.validation import Settings, is_integer
 
+STUDY = Settings("study.")
 MODEL_KINDS = ("default", "searched", "hand-designed")
 """The kinds of model a study compares (``study.mitigations.models`` and ``study.transfer.models`` name some)."""
 
@@ -30,10 +32,8 @@ def check_study(cfg: DictConfig, base: Sequence[str]) -> None:
     check_stages(stages)
     ClaimSettings.from_mapping(OmegaConf.to_container(study.claims))
     reserved = OmegaConf.to_container(study.reserved_seeds)
-    if not isinstance(reserved, list) or not all(
-        isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 for seed in reserved
-    ):
-        raise ValueError(f"study.reserved_seeds={reserved!r} must be a list of seeds >= 0, e.g. [0,1,2]")
+    if not isinstance(reserved, list) or not all(is_integer(seed) and seed >= 0 for seed in reserved):
+        STUDY.fail("reserved_seeds", reserved, "a list of seeds >= 0, e.g. [0,1,2]")
     _kinds(study.mitigations.models, "mitigations.models")
     transferred = _kinds(study.transfer.models, "transfer.models")
     if "searched" not in transferred or len(transferred) < 2:
@@ -100,10 +100,10 @@ def check_search(settings: dict[str, Any]) -> None:
 
 
 def _seeds(value: Any, key: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        need = " (a standard error needs two)" if minimum == 2 else ""
-        raise ValueError(f"study.{key}={value!r} must be an integer >= {minimum}{need}")
-    return value
+    """``study.<key>``: a number of seeds, at least ``minimum`` (two: a standard error needs two)."""
+    if not is_integer(value) or value < minimum:
+        STUDY.fail(key, value, f"an integer >= {minimum}{' (a standard error needs two)' if minimum == 2 else ''}")
+    return int(value)
 
 
 def _compose(overrides: Sequence[str], what: str) -> None:

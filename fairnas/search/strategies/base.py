@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ConfigSpace import ConfigurationSpace
 
+from fairnas.search.checks import SEARCH
 from fairnas.search.records import TrialRecord
 from fairnas.search.trial import TrialOutcome
 
@@ -122,6 +123,4 @@ def register(registration: Registration) -> Registration:
 
 def registration(name: str) -> Registration:
     """The registered strategy ``name``; an unknown one is named in one line with the registered ones."""
-    if name not in REGISTRY:
-        raise ValueError(f"unknown search.strategy {name!r}; allowed: {list(REGISTRY)}")
-    return REGISTRY[name]
+    return REGISTRY[SEARCH.choice("strategy", name, REGISTRY)]

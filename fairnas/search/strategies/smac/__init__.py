@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ConfigSpace import ConfigurationSpace
 
-from fairnas.search.checks import Section, check_choice, integer, number, number_list, optional
+from fairnas.search.checks import SEARCH, Section, check_choice, integer, number, number_list, optional
 from fairnas.search.strategies.base import BuildContext, Registration, Strategy, register
 
 if TYPE_CHECKING:
@@ -45,12 +45,10 @@ class SmacSettings(Section):
         settings = cls(
             scheduler=values["scheduler"],
             multi_objective=values["multi_objective"],
-            rho=number("smac.rho", values["rho"]),
+            rho=number("smac.rho", values["rho"], minimum=0),
             objective_weights=optional(number_list, "smac.objective_weights", values["objective_weights"]),
             n_seeds=integer("smac.n_seeds", values["n_seeds"], minimum=1),
         )
-        if settings.rho < 0:
-            raise ValueError(f"search.smac.rho must be >= 0, got {settings.rho}")
         if settings.objective_weights is not None and settings.multi_objective != "mean":
             raise ValueError(
                 "search.smac.objective_weights need search.smac.multi_objective='mean' (ParEGO draws its own weights)"
@@ -62,9 +60,7 @@ def check(settings: SearchSettings) -> None:
     """One non-negative objective weight per objective."""
     weights, n_objectives = settings.options.objective_weights, len(settings.objectives)
     if weights is not None and (len(weights) != n_objectives or min(weights) < 0):
-        raise ValueError(
-            f"search.smac.objective_weights must be {n_objectives} non-negative numbers, got {list(weights)}"
-        )
+        SEARCH.fail("smac.objective_weights", list(weights), f"{n_objectives} non-negative numbers")
 
 
 def build(configspace: ConfigurationSpace, settings: SearchSettings, context: BuildContext) -> Strategy:
