@@ -38,7 +38,7 @@ import torch
 from hydra.utils import instantiate
 
 from fairnas.config import compose_config
-from fairnas.tasks.runs import build_embedder, instantiate_partial
+from fairnas.training.build import build_embedder, instantiate_partial
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 MEMORY_GOAL, END_TO_END_GOAL = 10.0, 1.5

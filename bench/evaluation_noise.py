@@ -33,7 +33,7 @@ import pandas as pd
 import torch
 
 from fairnas.metrics import probe_ranks
-from fairnas.tasks.runs import load_run
+from fairnas.training.build import load_run
 
 OBJECTIVES = ("error", "rank_disparity")
 

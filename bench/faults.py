@@ -11,7 +11,7 @@
 
 Each search is ``run_search`` (trials.csv, search.json, pareto_front.csv, hypervolume.csv, SMAC's smac3/) on the
 analytic problem (``fairnas.benchmarks.analytic``), whose trials take milliseconds, so the driver spends most of its
-time writing, with its folder held by ``fairnas.tasks.run_lock`` as ``search.py`` holds it. After every fault the files
+time writing, with its folder held by ``fairnas.run_lock`` as ``search.py`` holds it. After every fault the files
 are read back; at the end the search runs to completion and its trials.csv is compared with every earlier one.
 Counted: **lost** (a trial recorded after a fault and missing or changed later), **repeated** (a trial recorded
 twice, by config, budget and seed, or a trial id used twice), **unreadable** (a file that does not parse after a
@@ -55,7 +55,7 @@ SCRIPT = textwrap.dedent(
     from pathlib import Path
     from fairnas.benchmarks.analytic import NoisyMultiFidelityProblem
     from fairnas.search import SearchSettings, config_id, run_search
-    from fairnas.tasks.run_lock import run_folder_lock
+    from fairnas.run_lock import run_folder_lock
 
     output_dir, calls, n_trials, n_workers, pause, fill_at, fill = (sys.argv + [""] * 8)[1:8]
     problem = NoisyMultiFidelityProblem("zdt1", n_variables=3)

@@ -33,7 +33,7 @@ import pandas as pd
 from fairnas.benchmarks.cli import parse_shard
 from fairnas.config import compose_config
 from fairnas.io import write_csv_atomic, write_json_atomic
-from fairnas.tasks.train import train
+from fairnas.training.run import train
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 TRIPLES = ("363", "301")  # the best configuration of the single-seed table, and the default DPN

@@ -38,7 +38,7 @@ import pandas as pd
 from fairnas.config import compose_config
 from fairnas.io import write_csv_atomic, write_json_atomic
 from fairnas.search import load_space
-from fairnas.tasks.train import train
+from fairnas.training.run import train
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 LEARNS = 0.9  # validation error below which a configuration counts as learning (chance is ~0.997)

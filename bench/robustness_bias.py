@@ -20,7 +20,7 @@ import pandas as pd
 
 from fairnas.config import compose_config
 from fairnas.io import write_csv_atomic
-from fairnas.tasks.train import train
+from fairnas.training.run import train
 
 METRICS = ("robustness_bias", "rank_disparity", "error")
 

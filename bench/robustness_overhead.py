@@ -20,7 +20,7 @@ import torch
 
 from fairnas.config import compose_config
 from fairnas.io import write_json_atomic
-from fairnas.tasks.runs import build_model
+from fairnas.training.build import build_model
 
 CASES = [("dpn", "cosface"), ("dpn", "arcface"), ("dpn", "magface"), ("timm", "cosface")]
 WARMUP_STEPS = 2

@@ -33,7 +33,7 @@ import tempfile  # noqa: E402
 import pytorch_lightning as pl  # noqa: E402
 
 from fairnas.config import compose_config  # noqa: E402
-from fairnas.tasks.train import train  # noqa: E402
+from fairnas.training.run import train  # noqa: E402
 
 IMPORTED = time.perf_counter()
 PHASES = ("imports", "compose", "build", "first batch", "training", "validation", "checkpoints", "test", "finish")

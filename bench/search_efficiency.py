@@ -46,7 +46,7 @@ from fairnas.io import write_text_atomic
 from fairnas.search import load_space
 from fairnas.search.settings import FinalSettings
 from fairnas.search.trial import Target
-from fairnas.tasks.search_target import TRIAL_FILE, TrainingTarget, trial_dir
+from fairnas.training.search_target import TRIAL_FILE, TrainingTarget, trial_dir
 
 FACE_OVERRIDES = (
     "experiment=smoke",

@@ -47,7 +47,7 @@ from fairnas.benchmarks.tables import TABLES, load_table
 from fairnas.benchmarks.tabular import MAX_BUDGET, SEEDS, SPACE, build
 from fairnas.io import write_csv_atomic
 from fairnas.search import load_space
-from fairnas.tasks.train import train
+from fairnas.training.run import train
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 

@@ -47,7 +47,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from fairnas.config import compose_config
 from fairnas.search import load_space
-from fairnas.tasks.runs import build_embedder, instantiate_partial
+from fairnas.training.build import build_embedder, instantiate_partial
 from fairnas.training.module import FaceRecognitionModule
 
 REPOSITORY = Path(__file__).resolve().parents[1]

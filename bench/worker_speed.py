@@ -23,7 +23,7 @@ from unittest import mock
 import pandas as pd
 
 from fairnas.search import parallel
-from fairnas.tasks.run_pool import train_run
+from fairnas.training.run_pool import train_run
 
 DASK_DEFAULT = {key: 65536 for key in parallel.NO_MALLOC_TRIM}
 """Dask's own setting (2026.8), which fairnas's pool overrides."""

@@ -77,7 +77,7 @@ def collect_study(
 
 
 TRAINED = re.compile(r"study (\w+): \S+ done in (\d+) s")
-"""A run a study stage trained, as its log (``cli.log``) records it (:func:`fairnas.tasks.run_pool.train_all`)."""
+"""A run a study stage trained, as its log (``cli.log``) records it (:func:`fairnas.training.run_pool.train_all`)."""
 
 
 def training_minutes(study_dir: Path) -> dict[str, float]:

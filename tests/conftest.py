@@ -172,7 +172,7 @@ def trained_run(tmp_path_factory, cache_dir):
     """One tiny DPN trained for one epoch on the tiny synthetic set, shared read-only by every test (and worker) that
     needs a finished run: its run folder (``checkpoints/last.ckpt``, ``metrics.json``, ...)."""
     from fairnas.config import compose_config
-    from fairnas.tasks.train import train
+    from fairnas.training.run import train
 
     overrides = [*TINY_DATA, f"paths.cache_dir={cache_dir}", "logger=none"]
     return built_once(tmp_path_factory, "run", lambda run: train(compose_config("train", overrides, output_dir=run)))
@@ -183,7 +183,7 @@ def tabular(tmp_path_factory):
     """``fairnas.benchmarks.tabular`` and a tiny table built with it (6 configurations x 2 seeds x 2 epochs, the
     space of ``tests/test_bench_tabular.py``), built once for every bench test (and worker)."""
     from fairnas.benchmarks import tabular as module
-    from fairnas.tasks.train import train
+    from fairnas.training.run import train
     from tests.test_bench_tabular import build_tiny
 
     cache = shared_folder(tmp_path_factory, "tiny_table_cache")

@@ -14,7 +14,7 @@ from fairnas.audits.base import AuditData
 from fairnas.audits.identification import PixelPipeline, cap_per_group, enrol_gallery
 from fairnas.config import compose_config
 from fairnas.tasks.audit import audit
-from fairnas.tasks.runs import load_run
+from fairnas.training.build import load_run
 from tests.conftest import TINY_DATA
 
 

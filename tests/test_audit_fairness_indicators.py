@@ -210,7 +210,7 @@ class PixelModel:
 
 
 def test_audit_end_to_end_on_tiny_synthetic_faces(tiny_config):
-    from fairnas.tasks.runs import build_datamodule
+    from fairnas.training.build import build_datamodule
 
     datamodule = build_datamodule(tiny_config())
     data = AuditData(datamodule, "test", seed=0, batch_size=16)

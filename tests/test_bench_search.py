@@ -40,7 +40,7 @@ def test_metered_target_stops_starting_calls_at_the_consumed_limit():
 
 
 def test_epochs_trained_charges_each_finished_run_once_from_its_record(tmp_path):
-    from fairnas.tasks.search_target import TRIAL_FILE, trial_dir
+    from fairnas.training.search_target import TRIAL_FILE, trial_dir
 
     config = {"op0": 3}
     for budget, epochs_run in ((2, 2), (4, 2)):  # the 4-epoch run continued the 2-epoch one

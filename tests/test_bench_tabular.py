@@ -16,7 +16,7 @@ from fairnas.benchmarks.summary import answer_quality, format_quality, summarize
 from fairnas.benchmarks.tables import load_table, names
 from fairnas.search import config_id, load_space
 from fairnas.search.settings import FinalSettings
-from fairnas.tasks.train import train as train_run
+from fairnas.training.run import train as train_run
 
 TINY = [
     "data.table.n_identities=40",

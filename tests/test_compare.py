@@ -11,9 +11,9 @@ import pytest
 
 from fairnas.metrics import IDENTIFICATION_METRICS
 from fairnas.mitigations.table import comparison_table, format_cell, markdown_tables, summarize
-from fairnas.tasks import train as training
 from fairnas.tasks.compare import front_models, seed_list
-from fairnas.tasks.runs import train_once
+from fairnas.training import run as training
+from fairnas.training.run import train_once
 
 TITLES = {"none": "Baseline", "flipped": "Flipped"}
 
@@ -291,7 +291,8 @@ def test_bad_settings_are_named_before_training(tmp_path, cache_dir, settings, m
 
 
 def test_compare_trains_every_model_with_a_front_on_the_fresh_seeds(tmp_path, cache_dir, monkeypatch):
-    from fairnas.tasks import compare, run_pool
+    from fairnas.tasks import compare
+    from fairnas.training import run_pool
 
     trained = []
 

@@ -7,7 +7,7 @@ from omegaconf import OmegaConf
 
 from fairnas.config import CONFIG_DIR, compose_config
 from fairnas.tasks.cli import run_cli
-from fairnas.tasks.train import train
+from fairnas.training.run import train
 
 PLACED_GROUPS = {"estimator": "estimator@eval.robustness.estimator"}  # groups that train.yaml places in a package
 ROOT_CONFIGS = {"search": "search", "study": "study"}  # groups that only their own command's root config lists

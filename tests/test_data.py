@@ -139,7 +139,7 @@ def test_subset_rules_use_the_subset_seed_not_the_training_seed(tmp_path):
 def test_subset_seed_comes_from_the_data_config(tiny_config):
     from omegaconf import open_dict
 
-    from fairnas.tasks.runs import build_datamodule
+    from fairnas.training.build import build_datamodule
 
     def val_identities(*overrides, saved_before_subset_seed=False):
         cfg = tiny_config("data.max_images_per_group=6", *overrides)

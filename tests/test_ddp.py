@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import pytorch_lightning as pl
 
-from fairnas.tasks.runs import load_run
+from fairnas.training.build import load_run
 from tests.conftest import TINY_DATA
 
 REPO = Path(__file__).resolve().parents[1]

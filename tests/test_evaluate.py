@@ -18,7 +18,7 @@ from fairnas.data.formats import read_bin
 from fairnas.evaluation import embed_images
 from fairnas.metrics import kfold_accuracy, pair_scores
 from fairnas.tasks.evaluate import evaluate
-from fairnas.tasks.runs import load_run
+from fairnas.training.build import load_run
 from tests.layouts import RACES, write_bin, write_rfw
 
 LABEL = "SMAC_301_cosface"

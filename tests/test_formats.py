@@ -24,8 +24,8 @@ from fairnas.data.formats import (
 )
 from fairnas.data.formats.vggface2 import read_identity_meta
 from fairnas.data.masks import LANDMARK_COLUMNS
-from fairnas.tasks.runs import load_run
-from fairnas.tasks.train import train
+from fairnas.training.build import load_run
+from fairnas.training.run import train
 from tests.layouts import (
     CELEBA_ATTRIBUTES,
     RACES,

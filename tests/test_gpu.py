@@ -18,7 +18,7 @@ import torch
 
 from fairnas.data.transforms import BatchTransform, TransformSettings
 from fairnas.metrics.identification import face_identification_metrics
-from fairnas.tasks.runs import load_run
+from fairnas.training.build import load_run
 from tests.helpers import HEAD_NAMES, make_head
 
 pytestmark = pytest.mark.gpu

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from fairnas.mitigations import GroupMargins
-from fairnas.tasks.train import train
+from fairnas.training.run import train
 from tests.helpers import make_head
 
 SCALE, EXTRA = 10.0, 0.2
@@ -96,7 +96,7 @@ def test_before_the_group_is_measured_every_sample_gets_the_heads_margin():
 
 @pytest.mark.filterwarnings(r"ignore:You are trying to `self.log\(\)`")
 def test_training_step_passes_the_policy_margins_to_the_head(tiny_config):
-    from fairnas.tasks.runs import build_model
+    from fairnas.training.build import build_model
 
     cfg = tiny_config("mitigation=angular", "mitigation.group=g1", f"mitigation.extra_margin={EXTRA}")
     module, data = build_model(cfg)

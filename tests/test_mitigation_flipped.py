@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from fairnas.mitigations import FlipGroupLabels, group_by_accuracy
-from fairnas.tasks.runs import build_datamodule
-from fairnas.tasks.train import train
+from fairnas.training.build import build_datamodule
+from fairnas.training.run import train
 
 
 def labelled_groups():

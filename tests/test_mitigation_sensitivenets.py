@@ -16,8 +16,8 @@ from fairnas.audits.linear_probe import linear_probe
 from fairnas.config import compose_config
 from fairnas.evaluation import embed_images
 from fairnas.mitigations import SensitiveAttributeAdversary, SensitiveNetsEmbedder
-from fairnas.tasks.runs import build_embedder, build_model, load_run
-from fairnas.tasks.train import train
+from fairnas.training.build import build_embedder, build_model, load_run
+from fairnas.training.run import train
 from tests.conftest import TINY_DATA
 
 

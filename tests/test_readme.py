@@ -184,7 +184,7 @@ def require_data_root(train_cfg) -> None:
 def check_train(cfg, tmp_path: Path) -> None:
     from hydra.utils import instantiate
 
-    from fairnas.tasks.runs import instantiate_partial
+    from fairnas.training.build import instantiate_partial
 
     with open_dict(cfg):
         cfg.data_info = cfg.data_info or DATA_INFO

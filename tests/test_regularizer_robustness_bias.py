@@ -10,7 +10,7 @@ import torch
 from fairnas.models import FaceEmbedder, TimmBackbone, build_dpn
 from fairnas.regularizers import RobustnessBiasRegularizer
 from fairnas.robustness import linearized_boundary_distance
-from fairnas.tasks.train import train
+from fairnas.training.run import train
 from tests.helpers import make_head
 
 STD = (0.5, 0.5, 0.5)

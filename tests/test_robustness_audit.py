@@ -11,7 +11,7 @@ from hydra.errors import InstantiationException
 
 from fairnas.config import compose_config
 from fairnas.tasks.audit import audit
-from fairnas.tasks.train import train
+from fairnas.training.run import train
 
 FAST_HOOK = ("eval.robustness_bias=true", "eval.robustness.max_probes=12")
 

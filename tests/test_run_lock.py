@@ -1,4 +1,4 @@
-"""One writer per run folder (fairnas/tasks/run_lock.py): a second process on a folder is refused with one line and
+"""One writer per run folder (fairnas/run_lock.py): a second process on a folder is refused with one line and
 changes nothing; a folder whose holder was SIGKILLed is taken over without clean-up; nesting and re-entry in one
 process work. The command-line cases run real ``search.py`` and ``train.py`` processes, held mid-run at a gate
 (tests/gate.py) while the second process tries the folder."""
@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fairnas.tasks.run_lock import HOLDER_FILE, LOCK_FILE, RunFolderBusy, discard_if_unused, run_folder_lock
+from fairnas.run_lock import HOLDER_FILE, LOCK_FILE, RunFolderBusy, discard_if_unused, run_folder_lock
 from tests.conftest import TINY_DATA
 from tests.gate import waiting
 
@@ -30,7 +30,7 @@ HOLD = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from fairnas.tasks.run_lock import run_folder_lock
+    from fairnas.run_lock import run_folder_lock
 
     with run_folder_lock(sys.argv[1]):
         Path(sys.argv[2]).touch()
@@ -74,7 +74,7 @@ def test_a_held_folder_refuses_a_second_process_and_a_killed_holder_is_taken_ove
 
     holder.send_signal(signal.SIGKILL)
     holder.wait()
-    with caplog.at_level(logging.INFO, logger="fairnas.tasks.run_lock"), run_folder_lock(folder):
+    with caplog.at_level(logging.INFO, logger="fairnas.run_lock"), run_folder_lock(folder):
         assert json.loads((folder / HOLDER_FILE).read_text())["pid"] == os.getpid()
     assert f"took over from host {record['host']}, pid {holder.pid}" in caplog.text
     assert not (folder / HOLDER_FILE).exists() and (folder / LOCK_FILE).exists()  # a clean end leaves no record

@@ -117,7 +117,7 @@ def test_with_threads_sets_the_threads_for_the_call_and_back():
 
 
 def test_train_all_submits_the_only_run_of_a_call_alone(tmp_path, monkeypatch):
-    from fairnas.tasks.run_pool import Job, train_all
+    from fairnas.training.run_pool import Job, train_all
 
     class Recording(parallel.InlinePool):
         capacity = 2
@@ -131,7 +131,7 @@ def test_train_all_submits_the_only_run_of_a_call_alone(tmp_path, monkeypatch):
     train_all({"only": Job(tmp_path / "a", [])}, lambda: pool, "one")
     train_all({"first": Job(tmp_path / "b", []), "second": Job(tmp_path / "c", [])}, lambda: pool, "two")
     # resumed: one run read back, one left; it trains as it would have uninterrupted, with a worker's share
-    monkeypatch.setattr("fairnas.tasks.run_pool.train_run", lambda run_dir, *_: {"read": "back"})
+    monkeypatch.setattr("fairnas.training.run_pool.train_run", lambda run_dir, *_: {"read": "back"})
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "metrics.json").write_text("{}")
     train_all({"done": Job(tmp_path / "d", []), "left": Job(tmp_path / "e", [])}, lambda: pool, "resumed")

@@ -331,7 +331,7 @@ def write_study(folder, searched: dict, seeds: range, rng) -> None:
     """A study folder as ``study.py`` writes it: ``search_answer.csv`` (``searched``, a configuration of the noisy
     table's space) and ``runs.csv`` with the final stage's runs of it and of the default DPN, drawn from the generated
     truth (test = validation here) plus seed noise of its size."""
-    from fairnas.study.stages.search import searched_name
+    from fairnas.study.runs import searched_name
 
     table_space = load_space(SPACES_DIR / "dpn_table.yaml")
     models = {

@@ -10,8 +10,8 @@ import pytorch_lightning as pl
 import torch
 
 from fairnas.search.parallel import with_threads
-from fairnas.tasks.train import train
 from fairnas.training.module import FINITE_CHECK_EVERY
+from fairnas.training.run import train
 
 METRIC_KEYS = {
     "error",
@@ -177,7 +177,7 @@ def test_a_checkpoint_that_cannot_be_written_on_a_full_disk_is_an_out_of_space_e
     import shutil
 
     from fairnas.search.trial import is_out_of_space
-    from fairnas.tasks.train import AtomicCheckpointIO
+    from fairnas.training.run import AtomicCheckpointIO
 
     def failing_save(*args, **kwargs):
         raise RuntimeError("[enforce fail at inline_container.cc] unexpected pos 64 vs 0")
@@ -225,7 +225,7 @@ def callers(event) -> list[str]:
 
 def test_a_training_step_reads_nothing_back_from_the_device(tiny_config, tmp_path):
     # what a GPU step must not do: each read stalls the host until the GPU has caught up (issue 44's profile)
-    from fairnas.tasks.runs import build_model
+    from fairnas.training.build import build_model
 
     module, data = build_model(tiny_config("data.batch_size=8", "logger=none"))
     reads = HostReads()
@@ -245,7 +245,7 @@ def test_a_training_step_reads_nothing_back_from_the_device(tiny_config, tmp_pat
 
 
 def test_a_non_finite_loss_stops_training_by_the_end_of_its_epoch(tiny_config, tmp_path):
-    from fairnas.tasks.runs import build_model
+    from fairnas.training.build import build_model
 
     module, data = build_model(tiny_config("logger=none"))
     with torch.no_grad():
@@ -267,7 +267,7 @@ def test_a_non_finite_loss_stops_training_by_the_end_of_its_epoch(tiny_config, t
 
 
 def test_compile_must_be_a_boolean(tiny_config):
-    from fairnas.tasks.runs import build_model
+    from fairnas.training.build import build_model
 
     with pytest.raises(ValueError, match=r"^compile='yes' must be true or false$"):
         build_model(tiny_config("compile=yes"))
@@ -275,7 +275,7 @@ def test_compile_must_be_a_boolean(tiny_config):
 
 @pytest.mark.slow
 def test_a_compiled_embedder_trains_and_keeps_the_checkpoint_keys(tiny_config, tmp_path):
-    from fairnas.tasks.runs import build_model
+    from fairnas.training.build import build_model
 
     eager, _ = build_model(tiny_config("logger=none"))
     metrics = train(tiny_config("logger=none", "compile=true", output_dir=tmp_path / "compiled"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from fairnas.tasks.train import train
+from fairnas.training.run import train
 
 CHEAP_REPORT = ("estimator@eval.robustness.estimator=linear", "eval.robustness.max_probes=12", "logger=none")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fairnas.tasks.train import train
+from fairnas.training.run import train
 from tests.conftest import TINY_DATA
 
 REPO = Path(__file__).resolve().parents[1]

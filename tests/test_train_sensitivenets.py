@@ -10,7 +10,7 @@ import torch
 from hydra.errors import InstantiationException
 from omegaconf import OmegaConf
 
-from fairnas.tasks.train import train
+from fairnas.training.run import train
 
 
 def test_sensitivenets_without_checkpoint_trains_its_baseline_first_and_reuses_it(tiny_config, tmp_path):

@@ -28,7 +28,7 @@ from fairnas.benchmarks.surrogate import INTERVAL, Surrogate
 from fairnas.groups import mean_se
 from fairnas.search import SearchSpace
 from fairnas.study.inference import paired_test
-from fairnas.study.stages.search import searched_name
+from fairnas.study.runs import searched_name
 
 DEFAULT_KIND = "default"
 """The kind ``study.py`` gives its default model in ``runs.csv``."""

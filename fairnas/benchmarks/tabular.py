@@ -10,7 +10,7 @@ spec (``<name>.json``: space, preset overrides, seeds, budgets, build time, mach
 searches it. The table has a ``seed`` column: a search over it reads the row of the training seed its trial would
 use (:class:`~fairnas.benchmarks.table_target.TableTarget`), so it sees the noise a live search sees.
 
-:func:`build` trains through the ``train`` function it is given (``fairnas.tasks.train.train``), so this library
+:func:`build` trains through the ``train`` function it is given (``fairnas.training.run.train``), so this library
 imports no command; ``bench/tabular.py build`` is the command that calls it::
 
     python bench/tabular.py build --name dpn_showcase_noisy --seeds 5    # resumable: finished runs are read back

@@ -34,7 +34,7 @@ def synthetic_faces(root: str | Path, **spec: Any) -> FaceTable:
 
 
 # The options ``spec`` takes, as keywords of the signature: a ``data.table`` partial with an unknown one is refused when
-# the config is built (``fairnas.tasks.runs.check_partial``), not when the data are first read.
+# the config is built (``fairnas.training.build.check_partial``), not when the data are first read.
 synthetic_faces.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
     [
         inspect.Parameter("root", inspect.Parameter.POSITIONAL_OR_KEYWORD),

@@ -1,5 +1,6 @@
-"""A study's training runs as data: what each one trains (:class:`RunSpec`), its row of ``runs.csv``, and the
-mitigations that change nothing in a model's training and so are not trained (:func:`changes_training`).
+"""A study's training runs as data: what each one trains (:class:`RunSpec`), the name of a searched model
+(:func:`searched_name`), its row of ``runs.csv``, and the mitigations that change nothing in a model's training and
+so are not trained (:func:`changes_training`).
 
 A run is identified by its folder, ``runs/<data>/<model>/<mitigation>/seed<k>``: two stages that need the same run
 (the default model's noise seeds and its final-comparison seeds) share it.
@@ -17,6 +18,7 @@ from omegaconf import OmegaConf
 from fairnas.config import compose_config
 from fairnas.metrics import IDENTIFICATION_METRICS
 from fairnas.mitigations.grid import run_folder
+from fairnas.search import SearchSpace
 from fairnas.study.claims import NOT_APPLICABLE
 
 RUNS_DIR = "runs"
@@ -50,6 +52,12 @@ class RunSpec:
         (a mitigation and its inputs, AdvERM's regulariser), then the seed."""
         data = list(transfer) if self.data == "transfer" else []
         return [*base, *data, *self.overrides, *self.extra, f"seed={self.seed}"]
+
+
+def searched_name(config: dict, space: SearchSpace) -> str:
+    """The name a study gives a searched configuration of ``space``: its values, less the space's constants."""
+    constants = {name for name, hp in space.configspace.items() if hasattr(hp, "value")}
+    return "searched " + " ".join(f"{key}={value}" for key, value in config.items() if key not in constants)
 
 
 def changes_training(baseline: Sequence[str], mitigated: Sequence[str]) -> bool:

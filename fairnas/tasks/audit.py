@@ -1,6 +1,6 @@
 """``python audit.py`` / ``fairnas-audit``: run the chosen audits on a trained run and report them in one place.
 
-The run's model and data module are rebuilt by :func:`~fairnas.tasks.runs.load_run` (``data=<option>`` audits
+The run's model and data module are rebuilt by :func:`~fairnas.training.build.load_run` (``data=<option>`` audits
 another data set through the run's own transforms). Every audit named in ``audits`` (:data:`fairnas.audits.AUDITS`)
 gets ``audit(model, data, cfg[<audit>])`` and writes into ``cfg.output_dir``:
 
@@ -8,7 +8,7 @@ gets ``audit(model, data, cfg[<audit>])`` and writes into ``cfg.output_dir``:
 - ``summary.json``: the checkpoint, split, every audit's summary, finding and time;
 - ``report.html``: one self-contained page with every finding, figure and table, and the config.
 
-Tables, figures, scalar summaries and the page also go to the configured loggers (:mod:`fairnas.tasks.reporting`).
+Tables, figures, scalar summaries and the page also go to the configured loggers (:mod:`fairnas.reporting`).
 All settings of every chosen audit are checked before the model is rebuilt.
 """
 
@@ -28,9 +28,9 @@ from fairnas.data import FaceDataModule
 from fairnas.data.table import SPLITS
 from fairnas.html_report import Section, write_report
 from fairnas.io import write_json_atomic
+from fairnas.reporting import Report, resolve_device
 from fairnas.tasks.cli import hydra_command
-from fairnas.tasks.reporting import Report, resolve_device
-from fairnas.tasks.runs import Run, load_run
+from fairnas.training.build import Run, load_run
 from fairnas.validation import is_number
 
 log = logging.getLogger(__name__)

@@ -15,8 +15,8 @@ from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from fairnas.config import CONFIG_DIR
+from fairnas.run_lock import discard_if_unused
 from fairnas.search.trial import is_out_of_space
-from fairnas.tasks.run_lock import discard_if_unused
 
 DATALOADER_WORKER = re.compile(r"Caught \w+ in DataLoader worker process \d+\.$")
 USER_ERRORS = (ValueError, FileNotFoundError, OmegaConfBaseException)
@@ -63,7 +63,7 @@ def hydra_command(task: Callable[[DictConfig], Any], config_name: str) -> Callab
 def _discard_unused_folders(hydra_config: DictConfig, output_dir: str | None) -> None:
     """After bad input, remove the run folder Hydra made (and the output folder) if nothing but Hydra's own files
     (``.hydra/``, the job log) and the lock files are in it: a failed start leaves no run behind. A folder with
-    results, or one another process holds (:mod:`fairnas.tasks.run_lock`), is kept."""
+    results, or one another process holds (:mod:`fairnas.run_lock`), is kept."""
     hydra_files = {hydra_config.output_subdir, f"{hydra_config.job.name}.log"}
     for folder in {Path(hydra_config.runtime.output_dir), *([Path(output_dir)] if output_dir else [])}:
         discard_if_unused(folder, hydra_files)

@@ -42,16 +42,16 @@ from fairnas.io import write_text_atomic
 from fairnas.metrics import IDENTIFICATION_METRICS
 from fairnas.mitigations.grid import BASELINE, Mitigation, choice, grid, path_name
 from fairnas.mitigations.table import comparison_figure, comparison_table, markdown_tables, summarize
+from fairnas.reporting import Report
+from fairnas.run_lock import locks_output_dir
 from fairnas.search import load_space
 from fairnas.search.final import FINAL_TRIALS_FILE, fresh_seeds
 from fairnas.search.parallel import open_pool_for
 from fairnas.search.result import TRIALS_FILE
 from fairnas.tasks.cli import hydra_command
-from fairnas.tasks.reporting import Report
-from fairnas.tasks.run_lock import locks_output_dir
-from fairnas.tasks.run_pool import Job, train_all
-from fairnas.tasks.runs import RUN_RECORD, model_label
-from fairnas.tasks.train import read_checkpoint_settings
+from fairnas.training.build import model_label
+from fairnas.training.run import RUN_RECORD, read_checkpoint_settings
+from fairnas.training.run_pool import Job, train_all
 
 log = logging.getLogger(__name__)
 SPLITS = ("val", "test")
@@ -202,7 +202,7 @@ def search_seeds(front: str | Path) -> set[int] | None:
 
 
 class FinishedRuns:
-    """The finished runs under ``folders`` (those with a :func:`~fairnas.tasks.runs.train_once` record and
+    """The finished runs under ``folders`` (those with a :func:`~fairnas.training.run.train_once` record and
     ``metrics.json``), found by their training config: composed from the recorded overrides, everything but where
     the run writes compared."""
 

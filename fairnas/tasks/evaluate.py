@@ -9,7 +9,7 @@ Every checkpoint is evaluated on every selected benchmark of ``cfg.catalog``; wr
 - ``det/<model>/<benchmark>.png``: DET curves per group with the operating points at the global threshold;
 - ``linear_probe.csv`` with ``linear_probe.enabled``: held-out probe accuracy per layer (Table 4.9).
 
-The tables are also printed and sent to the configured loggers (:mod:`fairnas.tasks.reporting`).
+The tables are also printed and sent to the configured loggers (:mod:`fairnas.reporting`).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from fairnas.data.table import SPLITS
 from fairnas.evaluation.benchmarks import BenchmarkResult, evaluate_benchmark
 from fairnas.evaluation.embeddings import embed_images
 from fairnas.evaluation.report import accuracy_table, fairness_table, long_table, probe_table
+from fairnas.reporting import Report, resolve_device
 from fairnas.tasks.cli import hydra_command
-from fairnas.tasks.reporting import Report, resolve_device
-from fairnas.tasks.runs import Run, load_run
+from fairnas.training.build import Run, load_run
 
 log = logging.getLogger(__name__)
 INDEXED_TABLES = ("accuracy", "linear_probe")  # tables whose index (the model) is a column of their CSV

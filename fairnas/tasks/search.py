@@ -2,7 +2,7 @@
 error-vs-fairness Pareto front (thesis Sec. 4.4).
 
 Glue between the face-agnostic search (``fairnas.search``) and training: the target trains a configuration with
-:func:`~fairnas.tasks.train.train` (continuing lower-budget checkpoints, :mod:`fairnas.tasks.search_target`), and
+:func:`~fairnas.training.run.train` (continuing lower-budget checkpoints, :mod:`fairnas.training.search_target`), and
 the final stage re-trains the best configurations with seeds the search never used, reported on validation and
 test as mean and standard error (thesis Sec. 4.5.1; :mod:`fairnas.search.final`). The loop settings
 (``cfg.search``'s fields of :class:`~fairnas.search.SearchSettings`) are validated before any trial runs.
@@ -24,14 +24,14 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from fairnas.config import compose_config, resolve_space_path
 from fairnas.metrics import IDENTIFICATION_METRICS
+from fairnas.reporting import Report
+from fairnas.run_lock import locks_output_dir
 from fairnas.search import SearchResult, SearchSettings, SearchSpace, load_space, run_search
 from fairnas.search.loop import SearchProgress, TrialObserver
 from fairnas.search.space import check_known_keys
 from fairnas.tasks.cli import hydra_command
-from fairnas.tasks.reporting import Report
-from fairnas.tasks.run_lock import locks_output_dir
-from fairnas.tasks.search_target import TrainingTarget, epochs_saved
-from fairnas.tasks.train import read_checkpoint_settings
+from fairnas.training.run import read_checkpoint_settings
+from fairnas.training.search_target import TrainingTarget, epochs_saved
 
 log = logging.getLogger(__name__)
 ROBUSTNESS_BIAS = "robustness_bias"  # thesis eq. 2.3, reported with eval.robustness_bias=true

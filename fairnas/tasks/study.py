@@ -2,7 +2,7 @@
 cluster, ending in one report a person reads.
 
 The stages (``study.stages``, each sized in ``conf/study/``) are the modules of :mod:`fairnas.study.stages`. This
-module wires them to training and search: every run is an ordinary ``train`` run (:mod:`fairnas.tasks.run_pool`)
+module wires them to training and search: every run is an ordinary ``train`` run (:mod:`fairnas.training.run_pool`)
 sent through the search's pool (``study.n_workers``, or a Dask scheduler as in ``search.py``) and read back when an
 earlier invocation finished it, so an interrupted study resumes; the search stage runs ``search.py``'s search on the
 same workers. Writes ``outputs/study/<name>/``: ``runs.csv``, ``claims.csv``, a table per stage, figures (the
@@ -23,6 +23,8 @@ import pandas as pd
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from fairnas.reporting import Report
+from fairnas.run_lock import locks_output_dir, run_folder_lock
 from fairnas.search import SearchResult
 from fairnas.search.parallel import DaskPool, TrialPool, open_pool_for
 from fairnas.study.context import StudyContext
@@ -30,11 +32,9 @@ from fairnas.study.runs import RunSpec, run_row
 from fairnas.study.stages import run_stage
 from fairnas.study.summary import Summary, write_summary
 from fairnas.tasks.cli import hydra_command
-from fairnas.tasks.reporting import Report
-from fairnas.tasks.run_lock import locks_output_dir, run_folder_lock
-from fairnas.tasks.run_pool import Job, train_all
 from fairnas.tasks.search import FaceSearch, report_search, search_faces
 from fairnas.tasks.study_checks import check_study
+from fairnas.training.run_pool import Job, train_all
 
 log = logging.getLogger(__name__)
 STUDY_KEYS = ("study", "name", "hydra", "logger", "output_dir")

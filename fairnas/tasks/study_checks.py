@@ -15,8 +15,8 @@ from fairnas.study.claims import ClaimSettings
 from fairnas.study.settings import hand_designed_models, search_settings
 from fairnas.study.stages import check_stages
 from fairnas.tasks.checks import check_training_settings
-from fairnas.tasks.runs import instantiate_partial
 from fairnas.tasks.search import FaceSearch
+from fairnas.training.build import instantiate_partial
 from fairnas.validation import Settings, is_integer
 
 STUDY = Settings("study.")

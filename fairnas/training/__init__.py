@@ -1,4 +1,7 @@
-"""Training building blocks: the LightningModule and the learning-rate schedules (run by :mod:`fairnas.tasks.train`).
+"""Training one run: the LightningModule, the learning-rate schedules, a config built into a model and its data
+(:mod:`~fairnas.training.build`, with ``load_run``, the way back from a checkpoint), ``train(cfg)``
+(:mod:`~fairnas.training.run`), the search's training target (:mod:`~fairnas.training.search_target`) and runs
+through the search's pool (:mod:`~fairnas.training.run_pool`). The train command is :mod:`fairnas.tasks.train`.
 
 :class:`FaceRecognitionModule` is imported on first use, so that the schedules import without Lightning.
 """

@@ -11,16 +11,13 @@ import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from ConfigSpace import ConfigurationSpace
 
 from fairnas.search.checks import SEARCH
 from fairnas.search.records import TrialRecord
 from fairnas.search.trial import TrialOutcome
-
-if TYPE_CHECKING:
-    from fairnas.search.settings import SearchSettings
 
 
 @dataclass(frozen=True)
@@ -58,7 +55,9 @@ class BuildContext:
     history: Sequence[TrialRecord] = ()
 
 
-Build = Callable[[ConfigurationSpace, "SearchSettings", BuildContext], Strategy]
+Build = Callable[[ConfigurationSpace, Any, BuildContext], Strategy]
+"""``build(configspace, settings, context)``: ``settings`` is the search's ``SearchSettings``, typed ``Any`` here
+because ``fairnas.search.settings`` reads this registry (each strategy's ``build`` names the type)."""
 
 
 class Options(Protocol):
@@ -83,7 +82,7 @@ class Registration:
     name: str
     build: Build
     options: type[Options] | None = None
-    check: Callable[[SearchSettings], None] | None = None
+    check: Callable[[Any], None] | None = None  # given the SearchSettings, as build is
     resume_invariant: tuple[str, ...] = ()
     full_budget_only: bool = False
     multi_fidelity: bool = False

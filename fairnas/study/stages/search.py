@@ -11,10 +11,11 @@ import shutil
 import pandas as pd
 
 from fairnas.config import resolve_space_path
-from fairnas.search import SearchSpace, load_space
+from fairnas.search import load_space
 from fairnas.search.final import fresh_seeds
 from fairnas.study.context import StudyContext
 from fairnas.study.report import StageReport
+from fairnas.study.runs import searched_name
 from fairnas.study.settings import search_settings
 
 
@@ -67,12 +68,6 @@ def run(context: StudyContext) -> StageReport:
         {"search_front": context.output_dir / "search_front.png"},
         math.nan,
     )
-
-
-def searched_name(config: dict, space: SearchSpace) -> str:
-    """The name a study gives a searched configuration of ``space``: its values, less the space's constants."""
-    constants = {name for name, hp in space.configspace.items() if hasattr(hp, "value")}
-    return "searched " + " ".join(f"{key}={value}" for key, value in config.items() if key not in constants)
 
 
 def _lowest_error(answer: pd.DataFrame) -> int:

@@ -3,7 +3,7 @@
 Runs that do not depend on each other (a study stage's, a comparison's baselines, then its mitigations) go to a pool
 at once (:func:`fairnas.search.parallel.open_pool`: in this process, a local Dask cluster of ``n_workers``, or an
 existing Dask scheduler) and are collected as they finish. A finished run is read back instead of trained
-(:func:`fairnas.tasks.runs.train_once`, which also refuses a folder holding a run with other overrides). A run that
+(:func:`fairnas.training.run.train_once`, which also refuses a folder holding a run with other overrides). A run that
 fails, or whose worker dies, comes back as ``{"error": message}``; what that means is the caller's to say.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from fairnas.search.parallel import TrialPool
 from fairnas.search.trial import is_out_of_space
-from fairnas.tasks.runs import train_once
+from fairnas.training.run import train_once
 
 log = logging.getLogger(__name__)
 

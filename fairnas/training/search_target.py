@@ -17,7 +17,7 @@ from typing import Any
 from fairnas.config import compose_config
 from fairnas.io import write_json_atomic
 from fairnas.search import config_id
-from fairnas.tasks.train import train
+from fairnas.training.run import train
 
 TRIAL_FILE = "trial.json"
 

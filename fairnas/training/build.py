@@ -5,8 +5,6 @@ the one way to rebuild a trained run: every checkpoint that ``train`` writes car
 (``hyper_parameters["config"]``), so the checkpoint alone gives the model, its weights (loaded with
 ``weights_only=True``: a checkpoint cannot run code) and its data split. A run that started from another run's
 weights (``init_from``, e.g. SensitiveNets) holds those weights itself and does not need the other run again.
-``train_once(run_dir, overrides)`` trains a run in its folder, or reads it back when it finished there already: the
-runner of ``compare.py``'s and the study's runs.
 """
 
 from __future__ import annotations
@@ -14,8 +12,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-import json
-import logging
 import pickle
 import re
 from pathlib import Path
@@ -26,21 +22,17 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 from torch import nn
 
-from fairnas.config import compose_config
 from fairnas.data import FaceDataModule
 from fairnas.data.sampling import as_group_sampling
-from fairnas.io import write_json_atomic
 from fairnas.models import FaceEmbedder, ops_name
 from fairnas.tasks.checks import check_input_size, check_training_settings
 from fairnas.training.module import FaceRecognitionModule
 
-log = logging.getLogger(__name__)
 EMBEDDER_PREFIX = "embedder."
 CHECKPOINT_DIR, LAST_CHECKPOINT = "checkpoints", "last.ckpt"
 # How torch's weights-only unpickler refuses to rebuild a Python object a file names (a class or a function: code).
 CODE_REFUSAL = re.compile(r"GLOBAL (\S+)")
 WEIGHTS_UNPICKLER_REASON = "WeightsUnpickler error:"  # torch's own reason follows its advice on weights_only
-RUN_RECORD = "compare_run.json"  # the overrides a run of train_once trained with
 
 
 @dataclasses.dataclass
@@ -68,24 +60,6 @@ class Run:
     @property
     def label(self) -> str:
         return model_label(self.config)
-
-
-def train_once(run_dir: Path, overrides: list[str], same_config: bool = False) -> dict:
-    """Train one run in ``run_dir``, or read its metrics back when an earlier invocation finished it with the same
-    overrides (with ``same_config``: with overrides that compose the same training config, found by the caller)."""
-    from fairnas.tasks.train import train  # train builds its model here: imported when a run trains
-
-    record = run_dir / RUN_RECORD
-    if record.is_file():
-        if not same_config and json.loads(record.read_text())["overrides"] != overrides:
-            raise ValueError(
-                f"output_dir: '{run_dir}' holds a run with other overrides; use a new output_dir or remove that run"
-            )
-        if (run_dir / "metrics.json").is_file():
-            return json.loads((run_dir / "metrics.json").read_text())
-    write_json_atomic(record, {"overrides": overrides})
-    log.info("training %s", run_dir)
-    return train(compose_config("train", overrides, output_dir=run_dir))
 
 
 def build_datamodule(cfg: DictConfig) -> FaceDataModule:
