@@ -42,3 +42,22 @@ def test_no_page_counts_the_strategies_by_hand():
     counted = r"\b(?:[Aa]ll|[Tt]he) (?:two|three|four|five|six|seven|eight) (?:strategies|keep)\b"
     pages = [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").glob("*.md"))]
     assert [page.name for page in pages if re.search(counted, page.read_text())] == []
+
+
+def layout_block() -> str:
+    """The tree drawn under docs/development.md's "Layout"."""
+    page = (REPO / "docs" / "development.md").read_text()
+    return page.split("## Layout", 1)[1].split("```", 2)[1]
+
+
+def test_the_layout_names_every_package_and_top_level_module_of_fairnas():
+    block, package = layout_block(), REPO / "fairnas"
+    folders = [f"{path.name}/" for path in package.rglob("*") if path.is_dir() and path.name != "__pycache__"]
+    modules = [path.name for path in package.glob("*.py") if path.name != "__init__.py"]
+    assert [name for name in folders + modules if name not in block] == []
+
+
+def test_every_file_the_layout_names_is_in_the_tree():
+    files = {path.name for path in REPO.glob("*.py")} | {path.name for path in (REPO / "fairnas").rglob("*.py")}
+    named = set(re.findall(r"\b([a-z_0-9]+\.py)\b", layout_block()))
+    assert sorted(named - files) == []
