@@ -181,9 +181,12 @@ class DaskPool:
         return self._client.scheduler.address
 
 
+POOL_KEYS = ("n_workers", "dask_address", "dask_scheduler_file", "dask_timeout", "dask_tls", "dask_insecure")
+"""The pool's keys, which the sections of ``search``, ``study`` and ``compare.py`` share."""
+
+
 def open_pool_for(settings: Any) -> contextlib.AbstractContextManager[TrialPool]:
-    """:func:`open_pool` from a section holding the pool keys that ``search``, ``study`` and ``compare.py`` share:
-    ``n_workers``, ``dask_address``, ``dask_scheduler_file``, ``dask_timeout``, ``dask_tls`` and ``dask_insecure``."""
+    """:func:`open_pool` from a section holding the pool's keys (:data:`POOL_KEYS`)."""
     return open_pool(
         settings.n_workers,
         dask_address=settings.dask_address,

@@ -27,7 +27,7 @@ from fairnas.config import compose_config
 from fairnas.reporting import Report
 from fairnas.run_lock import locks_output_dir, run_folder_lock
 from fairnas.search import SearchResult
-from fairnas.search.parallel import DaskPool, TrialPool, open_pool_for
+from fairnas.search.parallel import POOL_KEYS, DaskPool, TrialPool, open_pool_for
 from fairnas.study.checks import check_study
 from fairnas.study.context import StudyContext
 from fairnas.study.runs import RunSpec, run_row
@@ -90,9 +90,8 @@ def search(cfg: DictConfig, base: list[str], pool: Callable[[], TrialPool], valu
     if settings.n_workers > 1 or settings.dask_address or settings.dask_scheduler_file:
         workers = pool()
         address = workers.address if isinstance(workers, DaskPool) else None
+        values |= {key: settings[key] for key in POOL_KEYS}  # on the study's workers:
         values |= {"n_workers": workers.capacity, "dask_address": address, "dask_scheduler_file": None}
-        values |= {"dask_timeout": settings.dask_timeout, "dask_tls": settings.dask_tls}
-        values |= {"dask_insecure": settings.dask_insecure}
     folder, face_search = Path(cfg.output_dir) / "search", FaceSearch.from_mapping(values)
     with run_folder_lock(folder):
         result = search_faces(face_search, folder)
