@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
+from fairnas.search.parallel import checked_pool
 from fairnas.study.claims import ClaimSettings
 from fairnas.study.settings import STUDY, check_composes, override_list
 from fairnas.study.stages import STAGES, check_stages
@@ -25,7 +26,7 @@ def check_study(cfg: DictConfig, base: Sequence[str]) -> None:
     reserved = OmegaConf.to_container(study.reserved_seeds)
     if not isinstance(reserved, list) or not all(is_integer(seed) and seed >= 0 for seed in reserved):
         STUDY.fail("reserved_seeds", reserved, "a list of seeds >= 0, e.g. [0,1,2]")
-    check_pool(study)
+    checked_pool(STUDY, study)  # the pool's keys, as search.py checks them
     if not isinstance(study.default_model.name, str) or not study.default_model.name:
         STUDY.fail("default_model.name", study.default_model.name, "a model name")
     check_composes(base, "the study's training overrides")
@@ -34,15 +35,3 @@ def check_study(cfg: DictConfig, base: Sequence[str]) -> None:
     for stage in STAGES.values():
         if stage.name in stages and stage.check is not None:
             stage.check(study, base)
-
-
-def check_pool(study: DictConfig) -> None:
-    """The pool's keys (``study.n_workers``, ``study.dask_*``), with the ranges ``search.py`` allows."""
-    STUDY.integer("n_workers", study.n_workers, minimum=1)
-    STUDY.positive("dask_timeout", study.dask_timeout, "(seconds)")
-    STUDY.boolean("dask_insecure", study.dask_insecure)
-    for key in ("dask_address", "dask_scheduler_file", "dask_tls"):
-        if study[key] is not None and not isinstance(study[key], str):
-            STUDY.fail(key, study[key], "a string or null")
-    if study.dask_address is not None and study.dask_scheduler_file is not None:
-        raise ValueError("give study.dask_address or study.dask_scheduler_file, not both")
