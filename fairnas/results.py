@@ -34,20 +34,16 @@ from fairnas.study.claims import EXPLORATORY, HOLDS, PRIMARY
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 MANIFEST = "manifest.json"
-STUDY_TABLES = (
-    "claims",
-    "runs",
-    "noise",
-    "sweep",
-    "search_answer",
-    "final",
-    "mitigations",
-    "robustness",
-    "transfer",
-)
-"""The CSV tables of a study folder a results folder keeps (those the study's stages wrote)."""
 STUDY_SEARCH_TABLES = ("trials", "final_trials", "final_front")
 """The search's own tables, kept as ``search_<name>.csv``."""
+
+
+def study_tables() -> tuple[str, ...]:
+    """The CSV tables of a study folder a results folder keeps: its claims and runs, and those its stages write (their
+    registry, imported here: the stages import training, which rendering the README does not need)."""
+    from fairnas.study.stages import STAGES
+
+    return ("claims", "runs", *(table for stage in STAGES.values() for table in stage.tables))
 
 
 def collect_study(
@@ -61,7 +57,7 @@ def collect_study(
     if not (study_dir / "claims.csv").is_file() or not report.is_file():
         raise FileNotFoundError(f"study: '{study_dir}' holds no finished study (claims.csv and report.md)")
     target.mkdir(parents=True, exist_ok=True)
-    for name in STUDY_TABLES:
+    for name in study_tables():
         if (study_dir / f"{name}.csv").is_file():
             shutil.copy2(study_dir / f"{name}.csv", target / f"{name}.csv")  # keeps the time it was written
     for name in STUDY_SEARCH_TABLES:

@@ -165,6 +165,11 @@ CASES = [
         r"error: study.mitigations.names \(nosuch\): .*'mitigation/nosuch'",
     ),
     ("study", ["study.search.total_budget=2"], r"error: study.search.total_budget=2 is below one full trial"),
+    ("study", ["study.n_workers=0"], r"error: study.n_workers=0 must be a positive integer$"),
+    ("study", ["study.dask_timeout=0"], r"error: study.dask_timeout=0 must be a positive number \(seconds\)$"),
+    ("study", ["study.sweep.seeds=0"], r"error: study.sweep.seeds=0 must be a positive integer$"),
+    ("study", ["study.final.hand_designed=-1"], r"error: study.final.hand_designed=-1 must be an integer >= 0$"),
+    ("study", ["+study.search.benchmark=analytic"], r"error: study.search.benchmark='analytic' must be null"),
     (
         "study",
         ["data=celeba", "data.root=/data/celeba", "+data.table.n_identities=24"],

@@ -9,8 +9,8 @@ from fairnas.config import CONFIG_DIR, compose_config
 from fairnas.tasks.cli import run_cli
 from fairnas.training.run import train
 
-PLACED_GROUPS = {"estimator": "estimator@eval.robustness.estimator"}  # groups that train.yaml places in a package
-ROOT_CONFIGS = {"search": "search", "study": "study"}  # groups that only their own command's root config lists
+PLACED_GROUPS = {"estimator": "estimator@eval.robustness.estimator", "pool": "pool@_global_"}  # groups in a package
+ROOT_CONFIGS = {"search": "search", "study": "study", "pool": "compare"}  # groups train.yaml does not list
 GROUP_OPTIONS = [
     (group.name, option.stem)
     for group in sorted(CONFIG_DIR.iterdir())

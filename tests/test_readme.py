@@ -255,7 +255,8 @@ def check_compare(cfg, tmp_path: Path, monkeypatch) -> None:
 
 
 def check_study(cfg, overrides: list[str], monkeypatch) -> None:
-    from fairnas.tasks import study, study_checks
+    from fairnas.study import settings
+    from fairnas.tasks import study
 
     def compose_and_check(config_name, overrides=(), output_dir=None):  # every config the study will train
         composed = compose(config_name, overrides, output_dir=output_dir)
@@ -266,7 +267,8 @@ def check_study(cfg, overrides: list[str], monkeypatch) -> None:
     def first_run(*args, **kwargs):
         raise ReachedTheRun
 
-    monkeypatch.setattr(study_checks, "compose_config", compose_and_check)
+    monkeypatch.setattr(settings, "compose_config", compose_and_check)
+    monkeypatch.setattr(study, "compose_config", compose_and_check)
     monkeypatch.setattr(study, "run_all", first_run)
     monkeypatch.setattr(study, "search_faces", first_run)  # a study whose first stage is the search
     monkeypatch.setattr("fairnas.tasks.checks.torch.cuda.is_available", lambda: True)  # trainer=gpu commands

@@ -1,10 +1,11 @@
 """``python study.py``: every stage of thesis Chapter 4 on the smallest scale, its report (claims, tables, figures, a
 page a browser renders, a W&B run with native scatter plots), resuming without training again, two Dask workers,
 a real data set's on-disk format with every stage, and claims recomputed from the runs (the statistics themselves:
-tests/test_study_inference.py)."""
+tests/test_study_inference.py); and a stage that is its module alone: registered, checked and run with the others."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import shutil
@@ -19,15 +20,19 @@ from omegaconf import OmegaConf
 from scipy import stats
 
 from fairnas.config import compose_config
+from fairnas.results import study_tables
 from fairnas.study import claims
 from fairnas.study import runs as study_runs
+from fairnas.study.checks import check_study
+from fairnas.study.context import StudyContext
+from fairnas.study.stages import STAGES, Stage, check_stages, register, run_stage
+from fairnas.validation import SettingError
 from tests.helpers import assert_matches_golden, chromium, needs_chromium, page_overflows
 from tests.layouts import write_celeba
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ["study=smoke", "trainer.max_epochs=1", "data.batch_size=16", "data.eval_batch_size=64", "embedding_dim=32"]
 SMOKE = ["experiment=smoke", *SMALL]  # experiment=smoke sizes the synthetic set, so other data sets take SMALL only
-STAGES = ("noise", "sweep", "search", "final", "mitigations", "robustness", "transfer")
 
 
 def study(out: Path, cache_dir: Path, *overrides: str, base: list[str] = SMOKE) -> subprocess.CompletedProcess:
@@ -76,7 +81,8 @@ def test_every_stage_runs_and_every_claim_is_decided_from_the_runs(smoke_study):
     table = pd.read_csv(out / "claims.csv")
     assert list(table.columns) == list(claims.COLUMNS) and table["id"].is_unique
     assert table["verdict"].isin(claims.VERDICTS).all() and set(table["family"]) == {"primary", "exploratory"}
-    assert set(table["stage"]) == {"final", "mitigations", "robustness", "transfer"}
+    assert set(table["stage"]) == {name for name, stage in STAGES.items() if stage.claims}
+    assert all(row["id"].startswith(STAGES[row["stage"]].claims) for row in table.to_dict("records"))
     assert_matches_golden(table, "smoke_study_claims.csv")
     # two seeds are below the five at which any claim can hold
     assert set(table["verdict"]) <= {claims.TOO_FEW_SEEDS, claims.NOT_APPLICABLE}
@@ -277,3 +283,106 @@ def test_a_mitigation_that_changes_nothing_is_not_applicable():
     )
     assert not claim.applicable and "Balanced changes nothing" in claim.evidence
     assert claims.crashed(runs, ["searched"]) == 0
+
+
+def test_the_registry_holds_the_stages_in_their_order_with_their_tables():
+    assert list(STAGES) == ["noise", "sweep", "search", "final", "mitigations", "robustness", "transfer"]
+    assert {name: stage.needs for name, stage in STAGES.items() if stage.needs} == {
+        "final": "search",
+        "mitigations": "final",
+        "transfer": "final",
+    }
+    tables = ("noise", "sweep", "search_answer", "final", "mitigations", "robustness", "transfer")
+    assert study_tables() == ("claims", "runs", *tables)  # what a results folder keeps, as before the registry
+
+
+PROBE_STAGE = """
+import dataclasses
+import math
+
+from fairnas.study import claims as verdicts
+from fairnas.study.report import StageReport
+from fairnas.study.settings import seed_count
+from fairnas.study.stages import Stage, register
+
+
+def run(context):
+    seeds = range(context.settings.probe.seeds)
+    plain = context.specs([context.default], seeds)
+    runs = context.train([*plain, *(dataclasses.replace(spec, mitigation="probe") for spec in plain)], "probe")
+    claim_id = "probe/lowers/default/test"
+    context.claims.append(verdicts.lowers(runs, context.default, "probe", "test/rank_disparity", claim_id=claim_id))
+    table = context.files.table("probe", runs)
+    return StageReport("probe", "Probe", "A test-only stage.", [], {"probe": table}, {}, math.nan)
+
+
+def check(study, base):
+    seed_count(study.probe.seeds, "probe.seeds", 2)
+
+
+register(Stage("probe", 65, run, needs="noise", check=check, tables=("probe",), claims=("probe/",)))
+"""
+
+
+@pytest.fixture
+def probe_stage(tmp_path, monkeypatch):
+    """A test-only stage ``probe``, registered by importing its module, which nothing else names; unregistered after."""
+    (tmp_path / "probe_stage.py").write_text(PROBE_STAGE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        yield importlib.import_module("probe_stage")
+    finally:
+        STAGES.pop("probe", None)
+        STAGES.pop("stray", None)
+        sys.modules.pop("probe_stage", None)
+
+
+class Files:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def table(self, name: str, frame: pd.DataFrame) -> Path:
+        frame.to_csv(self.folder / f"{name}.csv", index=False)
+        return self.folder / f"{name}.csv"
+
+
+def fake_training(specs, overrides, stage):
+    """Every run finishes at once; a treated run (``mitigation`` set) has a rank disparity lower by 1."""
+
+    def metrics(spec):
+        values = {"error": 0.5, "rank_disparity": 2.0 - (spec.mitigation != "none") + spec.seed / 10}
+        return {"val": values, "test": values}
+
+    return pd.DataFrame([study_runs.run_row(spec, metrics(spec), stage) for spec in specs])
+
+
+def test_a_stage_is_its_module_registered_checked_and_run_by_the_study(probe_stage, tmp_path):
+    """A new stage needs its module only: the registry orders it, ``study.stages`` takes it (with the stage it
+    needs), the study checks its settings through the stage, the runner runs it on the study's context and its
+    claims and tables are its declared ones."""
+    assert list(STAGES)[-2:] == ["probe", "transfer"]  # its order: 65, between robustness and transfer
+    assert "probe" in study_tables()
+    with pytest.raises(ValueError, match="study.stages: probe needs noise"):
+        check_stages(["probe"])
+
+    def config(seeds: int):
+        overrides = ["experiment=smoke", "study=smoke", "study.stages=[noise,probe]", f"+study.probe.seeds={seeds}"]
+        return compose_config("study", overrides, output_dir=str(tmp_path))
+
+    base = ["experiment=smoke"]
+    with pytest.raises(SettingError, match=r"^study.probe.seeds=1 must be an integer >= 2 \(a standard error"):
+        check_study(config(1), base)
+    cfg = config(2)
+    check_study(cfg, base)
+    context = StudyContext(cfg, base, Files(tmp_path), fake_training, search=None)
+    for name in cfg.study.stages:
+        run_stage(name, context)
+    assert [report.name for report in context.reports] == ["noise", "probe"]
+    assert [claim.id for claim in context.claims] == ["probe/lowers/default/test"]
+    assert context.claims[0].test.n == 2 and context.claims[0].test.effect == pytest.approx(-1.0)
+    assert set(pd.read_csv(tmp_path / "probe.csv")["mitigation"]) == {"none", "probe"}
+
+    stray = Stage("stray", 99, probe_stage.run, claims=("elsewhere/",))
+    register(stray)
+    with pytest.raises(ValueError, match=r"stray added claims \['probe/lowers/default/test'\] outside"):
+        run_stage("stray", context)

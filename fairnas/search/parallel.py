@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from fairnas.search.security import check_address, tls_security
+from fairnas.validation import Settings
 
 log = logging.getLogger(__name__)
 CAPACITY_RECHECK_S = 10.0
@@ -181,9 +182,26 @@ class DaskPool:
         return self._client.scheduler.address
 
 
+POOL_KEYS = ("n_workers", "dask_address", "dask_scheduler_file", "dask_timeout", "dask_tls", "dask_insecure")
+"""The pool's keys, which the sections of ``search``, ``study`` and ``compare.py`` share."""
+
+
+def checked_pool(keys: Settings, section: Any) -> dict[str, Any]:
+    """The pool's keys of ``section`` (a search's, a study's), checked with the same ranges wherever they are set, a
+    bad one named in one line under ``keys``' prefix; returns the numbers and the flag converted."""
+    if section.dask_address is not None and section.dask_scheduler_file is not None:
+        raise ValueError(f"give {keys.prefix}dask_address or {keys.prefix}dask_scheduler_file, not both")
+    if section.dask_tls is not None and not isinstance(section.dask_tls, str):
+        keys.fail("dask_tls", section.dask_tls, "a folder path or null")
+    return {
+        "n_workers": keys.integer("n_workers", section.n_workers, minimum=1, integral_floats=True),
+        "dask_timeout": keys.positive("dask_timeout", section.dask_timeout, "(seconds)"),
+        "dask_insecure": keys.boolean("dask_insecure", section.dask_insecure),
+    }
+
+
 def open_pool_for(settings: Any) -> contextlib.AbstractContextManager[TrialPool]:
-    """:func:`open_pool` from a section holding the pool keys that ``search``, ``study`` and ``compare.py`` share:
-    ``n_workers``, ``dask_address``, ``dask_scheduler_file``, ``dask_timeout``, ``dask_tls`` and ``dask_insecure``."""
+    """:func:`open_pool` from a section holding the pool's keys (:data:`POOL_KEYS`)."""
     return open_pool(
         settings.n_workers,
         dask_address=settings.dask_address,

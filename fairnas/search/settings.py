@@ -17,6 +17,7 @@ from fairnas.search.checks import (
     number_or_numbers,
     optional,
 )
+from fairnas.search.parallel import checked_pool
 from fairnas.search.records import RESERVED_COLUMNS
 from fairnas.search.strategies import REGISTRY, registration
 
@@ -158,9 +159,7 @@ class SearchSettings:
             "seed": integer("seed", self.seed),
             "crash_cost": number_or_numbers("crash_cost", self.crash_cost),
             "reference_point": optional(number_list, "reference_point", self.reference_point),
-            "n_workers": integer("n_workers", self.n_workers, minimum=1),
-            "dask_timeout": SEARCH.positive("dask_timeout", self.dask_timeout, "(seconds)"),
-            "dask_insecure": SEARCH.boolean("dask_insecure", self.dask_insecure),
+            **checked_pool(SEARCH, self),
             "initial_design_size": optional(integer, "initial_design_size", self.initial_design_size, minimum=0),
             "final": FinalSettings.from_mapping(self.final),
         }
@@ -180,10 +179,6 @@ class SearchSettings:
             )
         if self.n_trials is None and self.total_budget is None:
             raise ValueError("give search.n_trials or search.total_budget (or both) to bound the search")
-        if self.dask_address is not None and self.dask_scheduler_file is not None:
-            raise ValueError("give search.dask_address or search.dask_scheduler_file, not both")
-        if self.dask_tls is not None and not isinstance(self.dask_tls, str):
-            SEARCH.fail("dask_tls", self.dask_tls, "a folder path or null")
         if self.reference_point is not None and len(self.reference_point) != len(objectives):
             raise ValueError(
                 f"search.reference_point has {len(self.reference_point)} values "

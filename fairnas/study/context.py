@@ -1,6 +1,6 @@
-"""What a study's stages share (:class:`StudyContext`): its settings and seeds, the runs so far, the models each
-stage chose, the claims, the report's stages, and the means to train runs and to search, which the command
-(:mod:`fairnas.tasks.study`) supplies."""
+"""What every stage of a study uses (:class:`StudyContext`): its settings, the seeds no comparison trains with, the
+runs so far, the models each stage chose, the claims, the report's stages, and the means to train runs and to search,
+which the command (:mod:`fairnas.tasks.study`) supplies. What one stage needs of its own settings, the stage reads."""
 
 from __future__ import annotations
 
@@ -14,11 +14,9 @@ from matplotlib.figure import Figure
 from omegaconf import DictConfig, OmegaConf
 
 from fairnas.search import SearchResult
-from fairnas.search.final import fresh_seeds
 from fairnas.study.claims import Claim, ClaimSettings
 from fairnas.study.report import StageReport
 from fairnas.study.runs import RunSpec
-from fairnas.study.settings import planned_search_seeds, search_settings
 
 Scatter = tuple[str, pd.DataFrame, str, str, str]
 """A native W&B scatter plot for the study's run: name, table, x column, y column, title."""
@@ -48,6 +46,8 @@ class StudyContext:
     """name -> (kind, overrides)"""
     searched: list[str] = dataclasses.field(default_factory=list)
     """The searched candidate the later stages compare (chosen by the search's own seeds)."""
+    search_seeds: set[int] | None = None
+    """The seeds the search trained with, its final stage's included (None until it ran)."""
     claims: list[Claim] = dataclasses.field(default_factory=list)
     reports: list[StageReport] = dataclasses.field(default_factory=list)
     scatters: list[Scatter] = dataclasses.field(default_factory=list)
@@ -56,13 +56,7 @@ class StudyContext:
         settings = self.settings
         self.default: str = settings.default_model.name
         self.models[self.default] = ("default", tuple(settings.default_model.overrides))
-        # Comparisons train with seeds the search never saw, neither in its trials nor in its final stage, which
-        # chose the answer by them (re-using those seeds would favour the answer). The default model's noise seeds
-        # are the same, so that its final-comparison runs are read back (also when a later invocation adds stages).
-        self.reserved = {int(seed) for seed in settings.reserved_seeds}
-        reserved = planned_search_seeds(search_settings(settings)) | self.reserved
-        self.noise_seeds = fresh_seeds(reserved, settings.noise.seeds)
-        self.final_seeds = fresh_seeds(reserved, settings.final.seeds)
+        self.reserved = {int(seed) for seed in settings.reserved_seeds}  # no comparison trains with them
         self.claim_settings = ClaimSettings.from_mapping(OmegaConf.to_container(settings.claims))
 
     @property
@@ -86,7 +80,7 @@ class StudyContext:
 
     def overrides(self, spec: RunSpec) -> list[str]:
         """A run's training overrides."""
-        return spec.training_overrides(self.base, list(self.settings.transfer.overrides))
+        return spec.training_overrides(self.base)
 
     def specs(self, models: Sequence[str], seeds: Sequence[int], **fields: Any) -> list[RunSpec]:
         """A run of every model (by name) with every seed."""

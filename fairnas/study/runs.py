@@ -31,9 +31,10 @@ a mitigation that interpolates it (SensitiveNets' ``${data_info.n_groups}``) res
 
 @dataclasses.dataclass(frozen=True)
 class RunSpec:
-    """One training run of a study: a model (name, kind, its overrides), on the main or the transfer data, with a
-    seed; ``mitigation`` names the treatment (``none``, a conf/mitigation/ name, AdvERM's arms) and ``extra`` holds
-    its overrides (e.g. ``mitigation=flipped`` and the baseline run it reads)."""
+    """One training run of a study: a model (name, kind, its overrides), on the main or another data set (``data``
+    names it, ``data_overrides`` select it, e.g. the transfer stage's), with a seed; ``mitigation`` names the
+    treatment (``none``, a conf/mitigation/ name, AdvERM's arms) and ``extra`` holds its overrides (e.g.
+    ``mitigation=flipped`` and the baseline run it reads)."""
 
     model: str
     kind: str
@@ -42,16 +43,16 @@ class RunSpec:
     mitigation: str = "none"
     data: str = "main"
     extra: tuple[str, ...] = ()
+    data_overrides: tuple[str, ...] = ()
 
     @property
     def folder(self) -> Path:
         return Path(RUNS_DIR) / self.data / run_folder(self.model, self.mitigation, self.seed)
 
-    def training_overrides(self, base: Sequence[str], transfer: Sequence[str]) -> list[str]:
-        """The run's overrides: the study's, the transfer data's (on ``data=transfer``), the model's, the stage's
-        (a mitigation and its inputs, AdvERM's regulariser), then the seed."""
-        data = list(transfer) if self.data == "transfer" else []
-        return [*base, *data, *self.overrides, *self.extra, f"seed={self.seed}"]
+    def training_overrides(self, base: Sequence[str]) -> list[str]:
+        """The run's overrides: the study's (``base``), its data set's, the model's, the stage's (a mitigation and
+        its inputs, AdvERM's regulariser), then the seed."""
+        return [*base, *self.data_overrides, *self.overrides, *self.extra, f"seed={self.seed}"]
 
 
 def searched_name(config: dict, space: SearchSpace) -> str:

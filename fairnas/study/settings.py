@@ -1,16 +1,24 @@
 """What a study's settings (``cfg.study``) mean beyond their values: the search's settings, the seeds it trains
-with, and the sweep's models."""
+with, and the sweep's models; and the checks the stages share for their sections (``study.<stage>.<key>``, one line
+each: :mod:`fairnas.validation`): seeds, model kinds, and the configurations they train."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
 from fairnas.config import compose_config, resolve_space_path
 from fairnas.search import load_space
 from fairnas.search.final import fresh_seeds
-from fairnas.validation import Settings
+from fairnas.training.build import instantiate_partial
+from fairnas.validation import SettingError, Settings
+
+STUDY = Settings("study.")
+MODEL_KINDS = ("default", "searched", "hand-designed")
+"""The kinds of model a study compares (``study.mitigations.models`` and ``study.transfer.models`` name some)."""
 
 
 def search_settings(study: DictConfig) -> dict[str, Any]:
@@ -55,3 +63,39 @@ def hand_designed_models(study: DictConfig) -> dict[str, list[str]]:
             config = {**constants, name: value}
             models[str(value)] = space.overrides(config)
     return models
+
+
+def seed_count(value: Any, key: str, minimum: int) -> int:
+    """``study.<key>``: a number of seeds, at least ``minimum`` (two where a standard error is needed)."""
+    try:
+        return STUDY.integer(key, value, minimum=minimum)
+    except SettingError as error:
+        if minimum != 2:
+            raise
+        raise SettingError(error.key, value, f"{error.allowed} (a standard error needs two)") from None
+
+
+def model_kinds(value: Any, key: str) -> list[str]:
+    """``study.<key>``: model kinds, each once."""
+    given = list(STUDY.sequence(key, value, f"a list of model kinds from {list(MODEL_KINDS)}"))
+    if not given or any(kind not in MODEL_KINDS for kind in given) or len(set(given)) != len(given):
+        raise ValueError(f"study.{key}={given}: each once, from {list(MODEL_KINDS)}")
+    return given
+
+
+def override_list(value: Any, key: str) -> list[str]:
+    """``study.<key>``: a list of training overrides (``key=value`` strings)."""
+    given = STUDY.sequence(key, value, "a list of training overrides")
+    if not all(isinstance(item, str) for item in given):
+        STUDY.fail(key, list(given), "a list of training overrides (strings)")
+    return list(given)
+
+
+def check_composes(overrides: Sequence[str], what: str) -> None:
+    """The training config of ``overrides`` composes and its data table takes its arguments (e.g. no synthetic-set
+    sizes left on a real data set); ``what`` names the setting in the one-line ValueError."""
+    try:
+        cfg = compose_config("train", list(overrides), output_dir=".")
+        instantiate_partial(cfg.data.table, "data.table")
+    except (HydraException, ValueError) as error:
+        raise ValueError(f"{what}: {str(error).splitlines()[0]}") from None

@@ -23,17 +23,19 @@ import pandas as pd
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from fairnas.config import compose_config
 from fairnas.reporting import Report
 from fairnas.run_lock import locks_output_dir, run_folder_lock
 from fairnas.search import SearchResult
-from fairnas.search.parallel import DaskPool, TrialPool, open_pool_for
+from fairnas.search.parallel import POOL_KEYS, DaskPool, TrialPool, open_pool_for
+from fairnas.study.checks import check_study
 from fairnas.study.context import StudyContext
 from fairnas.study.runs import RunSpec, run_row
 from fairnas.study.stages import run_stage
 from fairnas.study.summary import Summary, write_summary
+from fairnas.tasks.checks import check_training_settings
 from fairnas.tasks.cli import hydra_command
 from fairnas.tasks.search import FaceSearch, report_search, search_faces
-from fairnas.tasks.study_checks import check_study
 from fairnas.training.run_pool import Job, train_all
 
 log = logging.getLogger(__name__)
@@ -48,6 +50,7 @@ def run_study(cfg: DictConfig, overrides: Sequence[str] | None = None) -> pd.Dat
     Returns the runs table (also ``runs.csv``)."""
     base = [*training_overrides(cfg, overrides), *RUN_SETTINGS]
     check_study(cfg, base)
+    check_training_settings(compose_config("train", base, output_dir="."))
     settings = cfg.study
     with contextlib.ExitStack() as stack:
         pool = functools.cache(lambda: stack.enter_context(open_pool_for(settings)))  # when a run first needs it
@@ -87,9 +90,8 @@ def search(cfg: DictConfig, base: list[str], pool: Callable[[], TrialPool], valu
     if settings.n_workers > 1 or settings.dask_address or settings.dask_scheduler_file:
         workers = pool()
         address = workers.address if isinstance(workers, DaskPool) else None
+        values |= {key: settings[key] for key in POOL_KEYS}  # on the study's workers:
         values |= {"n_workers": workers.capacity, "dask_address": address, "dask_scheduler_file": None}
-        values |= {"dask_timeout": settings.dask_timeout, "dask_tls": settings.dask_tls}
-        values |= {"dask_insecure": settings.dask_insecure}
     folder, face_search = Path(cfg.output_dir) / "search", FaceSearch.from_mapping(values)
     with run_folder_lock(folder):
         result = search_faces(face_search, folder)

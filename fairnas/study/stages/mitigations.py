@@ -7,8 +7,10 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+from collections.abc import Sequence
 
 import pandas as pd
+from omegaconf import DictConfig
 
 from fairnas.config import compose_config
 from fairnas.mitigations.grid import BASELINE, Cell, Mitigation, choice, grid
@@ -17,13 +19,15 @@ from fairnas.study import claims as verdicts
 from fairnas.study.context import StudyContext
 from fairnas.study.report import StageReport
 from fairnas.study.runs import RunSpec, changes_training, not_applicable
-from fairnas.study.stages.shared import chosen, crashes
+from fairnas.study.settings import STUDY, check_composes, model_kinds, seed_count
+from fairnas.study.stages.base import Stage, register
+from fairnas.study.stages.shared import chosen, comparison_seeds, crashes
 
 
 def run(context: StudyContext) -> StageReport:
     settings = context.settings.mitigations
     models = chosen(context, set(settings.models))
-    seeds = context.final_seeds[: settings.seeds]
+    seeds = comparison_seeds(context, settings.seeds)
     mitigations = [declared(context, name) for name in settings.names]
     specs, skipped = [], []
     for (mitigation, model), cells in itertools.groupby(
@@ -81,3 +85,27 @@ def _treated(context: StudyContext, cell: Cell) -> RunSpec:
     inputs = cell.mitigation.baseline_overrides(context.output_dir / baseline.folder)
     extra = (*cell.mitigation.overrides, *inputs)
     return dataclasses.replace(baseline, mitigation=cell.mitigation.name, extra=extra)
+
+
+def check(study: DictConfig, base: Sequence[str]) -> None:
+    """Its kinds and seeds (at most the final comparison's, whose runs are the baselines), and every mitigation's
+    training config."""
+    settings, final = study.mitigations, study.final
+    kinds = model_kinds(settings.models, "mitigations.models")
+    seeds = seed_count(settings.seeds, "mitigations.seeds", 2)
+    hand_designed_seeds = final.seeds if final.hand_designed_seeds is None else final.hand_designed_seeds
+    if "hand-designed" in kinds and seeds > hand_designed_seeds:
+        raise ValueError(
+            f"study.mitigations.seeds={seeds} must be at most study.final.hand_designed_seeds={hand_designed_seeds} "
+            "(the hand-designed model's baselines)"
+        )
+    if seeds > final.seeds:
+        raise ValueError(f"study.mitigations.seeds={seeds} must be at most study.final.seeds={final.seeds}")
+    for name in STUDY.sequence("mitigations.names", settings.names, "a list of conf/mitigation/ names"):
+        check_composes(
+            [*base, f"mitigation={name}", *(settings.overrides or {}).get(name, [])],
+            f"study.mitigations.names ({name})",
+        )
+
+
+register(Stage("mitigations", 50, run, needs="final", check=check, tables=("mitigations",), claims=("mitigations/",)))

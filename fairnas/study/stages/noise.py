@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+
+from omegaconf import DictConfig
 
 from fairnas.study import claims as verdicts
 from fairnas.study.context import StudyContext
 from fairnas.study.report import StageReport
-from fairnas.study.stages.shared import crashes
+from fairnas.study.settings import seed_count
+from fairnas.study.stages.base import Stage, register
+from fairnas.study.stages.shared import comparison_seeds, crashes
 
 
 def run(context: StudyContext) -> StageReport:
-    runs = context.train(context.specs([context.default], context.noise_seeds), "noise")
+    seeds = comparison_seeds(context, context.settings.noise.seeds)
+    runs = context.train(context.specs([context.default], seeds), "noise")
     noise = verdicts.seed_noise(runs, context.default)
     table = context.files.table("noise", noise)
     findings = [
@@ -28,3 +34,10 @@ def run(context: StudyContext) -> StageReport:
         {},
         math.nan,
     )
+
+
+def check(study: DictConfig, base: Sequence[str]) -> None:
+    seed_count(study.noise.seeds, "noise.seeds", 2)
+
+
+register(Stage("noise", 10, run, check=check, tables=("noise",)))

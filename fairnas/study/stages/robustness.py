@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+
+from omegaconf import DictConfig
 
 from fairnas.search.final import fresh_seeds
 from fairnas.study import claims as verdicts
 from fairnas.study.context import StudyContext
 from fairnas.study.report import StageReport
 from fairnas.study.runs import RunSpec
+from fairnas.study.settings import check_composes, override_list, seed_count
+from fairnas.study.stages.base import Stage, register
 from fairnas.study.stages.shared import crashes
 
 ARMS = {"plain": ["eval.robustness_bias=true"], "AdvERM": ["regularizer=robustness_bias"]}
@@ -55,3 +60,13 @@ def run(context: StudyContext) -> StageReport:
         {},
         math.nan,
     )
+
+
+def check(study: DictConfig, base: Sequence[str]) -> None:
+    settings = study.robustness
+    seed_count(settings.seeds, "robustness.seeds", 2)
+    overrides = override_list(settings.overrides, "robustness.overrides")
+    check_composes([*base, "regularizer=robustness_bias", *overrides], "study.robustness.overrides")
+
+
+register(Stage("robustness", 60, run, check=check, tables=("robustness",), claims=("robustness/",)))

@@ -7,16 +7,18 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from collections.abc import Sequence
 
 import pandas as pd
+from omegaconf import DictConfig
 
 from fairnas.config import resolve_space_path
-from fairnas.search import load_space
-from fairnas.search.final import fresh_seeds
+from fairnas.search import SearchSettings, load_space
 from fairnas.study.context import StudyContext
 from fairnas.study.report import StageReport
 from fairnas.study.runs import searched_name
-from fairnas.study.settings import search_settings
+from fairnas.study.settings import STUDY, search_settings
+from fairnas.study.stages.base import Stage, register
 
 
 def run(context: StudyContext) -> StageReport:
@@ -32,8 +34,7 @@ def run(context: StudyContext) -> StageReport:
     if answer_names:  # the candidate is chosen here, by the search's own seeds, never by the comparison's
         context.searched = [answer_names[_lowest_error(answer)]]
     final_stage = [] if result.final is None else list(result.final.trials["seed"])
-    used = {*result.trials["seed"], *final_stage, *context.reserved}
-    context.final_seeds = fresh_seeds(used, context.settings.final.seeds)
+    context.search_seeds = {int(seed) for seed in (*result.trials["seed"], *final_stage)}
     shutil.copyfile(result.output_dir / "pareto_front.png", context.output_dir / "search_front.png")
     tables = {"search_answer": context.files.table("search_answer", answer)}
     trials = result.trials
@@ -75,3 +76,24 @@ def _lowest_error(answer: pd.DataFrame) -> int:
     configuration of lowest error, the first objective of every claim."""
     column = "error_mean" if "error_mean" in answer else "error"
     return int(answer[column].reset_index(drop=True).idxmin())
+
+
+def check(study: DictConfig, base: Sequence[str]) -> None:
+    """The search settings as ``search.py`` checks them, on faces, and a budget that affords a full trial."""
+    settings = search_settings(study)
+    try:
+        fields = [name for name in SearchSettings.field_names() if name in settings]
+        values = SearchSettings.from_mapping({name: settings[name] for name in fields})
+        resolve_space_path(settings["space"])
+    except (ValueError, FileNotFoundError) as error:
+        raise ValueError(f"study.search: {str(error).splitlines()[0]}") from None
+    if settings.get("benchmark") is not None:
+        STUDY.fail("search.benchmark", settings["benchmark"], "null (the study's search trains its models)")
+    if values.total_budget is not None and values.total_budget < values.max_budget:
+        raise ValueError(
+            f"study.search.total_budget={values.total_budget:g} is below one full trial "
+            f"(study.search.max_budget={values.max_budget:g} epochs)"
+        )
+
+
+register(Stage("search", 30, run, check=check, tables=("search_answer",)))

@@ -1,5 +1,5 @@
-"""What several stages share: the models they compare, the dominance claims, the models' table and the crashed
-runs' finding."""
+"""What several stages share: the seeds they compare with, the models they compare, the dominance claims, the models'
+table and the crashed runs' finding."""
 
 from __future__ import annotations
 
@@ -9,9 +9,23 @@ from pathlib import Path
 
 import pandas as pd
 
+from fairnas.search.final import fresh_seeds
 from fairnas.study import claims as verdicts
 from fairnas.study.context import StudyContext
 from fairnas.study.report import StageReport, scatter_figure
+from fairnas.study.settings import planned_search_seeds, search_settings
+
+
+def comparison_seeds(context: StudyContext, count: int) -> list[int]:
+    """The first ``count`` of the seeds every comparison trains with (noise, final, mitigations, transfer): the
+    smallest the search never trained with, neither in its trials nor in its final stage, which chose the answer by
+    them (re-using those seeds would favour the answer), and none of ``study.reserved_seeds``. Before the search ran,
+    those it plans to train with: so the default model's noise runs are its final-comparison runs, read back (also
+    when a later invocation adds stages)."""
+    searched = context.search_seeds
+    if searched is None:
+        searched = planned_search_seeds(search_settings(context.settings))
+    return fresh_seeds(searched | context.reserved, count)
 
 
 def best_hand_designed(context: StudyContext, count: int) -> list[str]:

@@ -4,11 +4,15 @@ recipe."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+
+from omegaconf import DictConfig
 
 from fairnas.study import claims as verdicts
 from fairnas.study.context import StudyContext
 from fairnas.study.report import StageReport, scatter_figure
-from fairnas.study.settings import hand_designed_models
+from fairnas.study.settings import check_composes, hand_designed_models, seed_count
+from fairnas.study.stages.base import Stage, register
 from fairnas.study.stages.shared import crashes
 
 
@@ -37,3 +41,12 @@ def run(context: StudyContext) -> StageReport:
         {"sweep": figure},
         math.nan,
     )
+
+
+def check(study: DictConfig, base: Sequence[str]) -> None:
+    seed_count(study.sweep.seeds, "sweep.seeds", 1)
+    for name, overrides in hand_designed_models(study).items():
+        check_composes([*base, *overrides], f"study.sweep model {name!r}")
+
+
+register(Stage("sweep", 20, run, check=check, tables=("sweep",)))
