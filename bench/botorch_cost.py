@@ -47,6 +47,7 @@ from botorch.acquisition.multi_objective.logei import _try_load_fused_kernel
 from ConfigSpace import ConfigurationSpace
 
 from fairnas.benchmarks.analytic import NoisyMultiFidelityProblem
+from fairnas.groups import mean_se
 from fairnas.search import SearchSettings, config_id, load_space, run_search
 from fairnas.search.hypervolume import hypervolume
 from fairnas.search.pareto import final_trials
@@ -217,11 +218,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         print("| --- | --- | --- | --- |")
         for (cap, refit_every), group in answers.groupby([answers["cap"].fillna(-1), "refit_every"], sort=False):
             label = "none" if cap == -1 else int(cap)
-            sem = group["share"].sem() if len(group) > 1 else 0.0
-            print(
-                f"| {label} | {refit_every} | {group['share'].mean():.3f} ± {sem:.3f} "
-                f"| {group['suggestion_s'].mean():.2f} |"
-            )
+            share, share_se = mean_se(group["share"])
+            print(f"| {label} | {refit_every} | {share:.3f} ± {share_se:.3f} | {group['suggestion_s'].mean():.2f} |")
         if args.output is not None:
             answers.to_csv(args.output.with_suffix(".answer.csv"), index=False)
 

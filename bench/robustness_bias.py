@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from fairnas.config import compose_config
+from fairnas.groups import mean_se_by_group
 from fairnas.io import write_csv_atomic
 from fairnas.training.run import train
 
@@ -89,8 +90,7 @@ def main() -> None:
                 print(pd.DataFrame(rows[-1:]).to_string(index=False, float_format="%.4f"), flush=True)
     runs = pd.DataFrame(rows)
     columns = [c for c in runs.columns if c not in ("seed", "regulariser")]
-    grouped = runs.groupby("regulariser", sort=False)[columns]
-    summary = grouped.mean().add_suffix("_mean").join(grouped.sem().add_suffix("_se"))
+    summary = mean_se_by_group(runs, columns, ["regulariser"]).set_index("regulariser")
     summary = summary[[f"{c}_{s}" for c in columns for s in ("mean", "se")]]
     print(
         f"\n{len(args.seeds)} seeds, {args.epochs} epochs, alpha={args.alpha}, tau={args.tau}, "

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fairnas.groups import mean_se
 from fairnas.io import write_json_atomic, write_text_atomic
 from fairnas.study.claims import EXPLORATORY, HOLDS, PRIMARY
 
@@ -124,7 +125,7 @@ def strategy_table(folder: Path) -> str:
 
     def cell(frame: pd.DataFrame, method: str, column: str) -> str:
         values = frame.loc[frame["method"] == method, column]
-        return "" if values.empty else f"{values.mean():.3f} ± {values.sem():.3f}"
+        return "" if values.empty else "{:.3f} ± {:.3f}".format(*mean_se(values))
 
     def quality_cell(frame: pd.DataFrame, method: str) -> str:
         share, gap = cell(frame, method, "true_share"), ""

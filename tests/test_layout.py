@@ -15,9 +15,6 @@ import networkx as nx
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "fairnas"
 COMMANDS = "fairnas.tasks"
-PENDING_MOVE = {"fairnas.tasks.checks"}
-"""Library code still in the commands' package: the training settings checks, which leave it with their rewrite
-(issue 59); until then they count as a unit of their own."""
 
 
 def module_name(path: Path) -> str:
@@ -65,12 +62,12 @@ def _run_on_import(body: Iterable[ast.stmt]) -> Iterator[ast.Import | ast.Import
 
 
 def is_command(module: str) -> bool:
-    return (module == COMMANDS or module.startswith(f"{COMMANDS}.")) and module not in PENDING_MOVE
+    return module == COMMANDS or module.startswith(f"{COMMANDS}.")
 
 
 def unit(module: str) -> str:
     """The package (``fairnas.data``) or top-level module (``fairnas.io``) a module belongs to."""
-    return module if module in PENDING_MOVE else ".".join(module.split(".")[:2])
+    return ".".join(module.split(".")[:2])
 
 
 def test_no_library_module_and_no_benchmark_script_imports_a_command():

@@ -271,7 +271,7 @@ def check_study(cfg, overrides: list[str], monkeypatch) -> None:
     monkeypatch.setattr(study, "compose_config", compose_and_check)
     monkeypatch.setattr(study, "run_all", first_run)
     monkeypatch.setattr(study, "search_faces", first_run)  # a study whose first stage is the search
-    monkeypatch.setattr("fairnas.tasks.checks.torch.cuda.is_available", lambda: True)  # trainer=gpu commands
+    monkeypatch.setattr("fairnas.training.settings.torch.cuda.is_available", lambda: True)  # trainer=gpu commands
     with pytest.raises(ReachedTheRun):
         study.run_study(cfg, overrides)
 

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from fairnas import results
-from fairnas.study import claims as verdicts
+from fairnas.study import claims
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -127,9 +127,9 @@ def test_the_planned_comparison_renders_each_budgets_leads_and_verdicts_with_the
 def write_study(folder: Path) -> None:
     """A finished study's folder as study.py leaves it: claims.csv, a stage table, report.md, the search's tables."""
     (folder / "search").mkdir(parents=True)
-    pd.DataFrame({"id": ["final/dominates/default/test"], "verdict": ["holds"]}).reindex(
-        columns=verdicts.COLUMNS
-    ).to_csv(folder / "claims.csv", index=False)
+    pd.DataFrame({"id": ["final/dominates/default/test"], "verdict": ["holds"]}).reindex(columns=claims.COLUMNS).to_csv(
+        folder / "claims.csv", index=False
+    )
     pd.DataFrame({"model": ["default DPN"], "val/error_mean": [0.5]}).to_csv(folder / "final.csv", index=False)
     pd.DataFrame({"seed": [0, 0], "wall_time_s": [50.0, 70.0]}).to_csv(folder / "search" / "trials.csv", index=False)
     (folder / "cli.log").write_text(  # two invocations: a run killed in the first is trained again in the second

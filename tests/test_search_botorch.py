@@ -203,7 +203,7 @@ def test_a_resumed_strategy_starts_from_the_earlier_trials():
     assert (config_id(proposal.config), proposal.budget) not in {(config_id(r.config), r.budget) for r in records}
     for record in records:  # the loop replays them too: nothing is counted twice
         resumed.tell_record(record)
-    assert len(resumed._observations) == len(records)
+    assert len(resumed._trials.observations) == len(records)
 
 
 def test_the_one_hot_hamming_kernel_gives_botorchs_values_and_gradients():
@@ -261,7 +261,7 @@ def test_hyperparameters_are_refitted_every_refit_every_suggestions(monkeypatch)
         strategy.tell(proposal, outcome)
         records.append(TrialRecord(trial_id, proposal.config, proposal.budget, 0, outcome))
     assert len(fitted) >= 4 and fitted == [i % 3 == 0 for i in range(len(fitted))]
-    kept = strategy._hyperparameters
+    kept = strategy._fit.hyperparameters
     assert kept is not None and not any(name.startswith("outcome_transform") for name in kept)
     # the kept hyperparameters are set as they are on a model of other data of the space, not fitted again
     X, Y = torch.rand(9, 3, dtype=torch.double), torch.rand(9, 2, dtype=torch.double)
@@ -279,7 +279,7 @@ def test_the_model_is_fitted_on_at_most_max_observations():
     for trial_id, (f1, f2) in enumerate(values):
         config = {"x0": trial_id / 10, "x1": 0.5, "x2": 0.5}
         strategy.tell_record(TrialRecord(trial_id, config, 4.0, 0, TrialOutcome({"f1": f1, "f2": f2}, "success", 1)))
-    kept = [o.values for o in strategy._training_observations()]
+    kept = [o.values for o in strategy._data.observations(strategy._trials.observations.values())]
     assert kept == [(1.0, 0.0), (0.5, 0.5), (5, 5), (6, 6)]  # the two best front members by recency, the 2 latest
 
 

@@ -12,8 +12,8 @@ import pytest
 from ConfigSpace import ConfigurationSpace
 
 from fairnas.search import SearchSettings, load_space, run_search
-from fairnas.search.checks import Section
 from fairnas.search.records import TrialRecord
+from fairnas.search.sections import Section
 from fairnas.search.strategies import REGISTRY, BuildContext, Proposal, Registration, register
 from fairnas.search.strategies.nsga2 import Nsga2Strategy
 from fairnas.search.trial import TrialOutcome, config_id

@@ -300,7 +300,7 @@ PROBE_STAGE = """
 import dataclasses
 import math
 
-from fairnas.study import claims as verdicts
+from fairnas.study import claims
 from fairnas.study.report import StageReport
 from fairnas.study.settings import seed_count
 from fairnas.study.stages import Stage, register
@@ -311,7 +311,7 @@ def run(context):
     plain = context.specs([context.default], seeds)
     runs = context.train([*plain, *(dataclasses.replace(spec, mitigation="probe") for spec in plain)], "probe")
     claim_id = "probe/lowers/default/test"
-    context.claims.append(verdicts.lowers(runs, context.default, "probe", "test/rank_disparity", claim_id=claim_id))
+    context.claims.append(claims.lowers(runs, context.default, "probe", "test/rank_disparity", claim_id=claim_id))
     table = context.files.table("probe", runs)
     return StageReport("probe", "Probe", "A test-only stage.", [], {"probe": table}, {}, math.nan)
 

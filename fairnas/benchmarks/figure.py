@@ -10,6 +10,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from fairnas.groups import standard_error
+
 GRID_POINTS = 201
 PANELS_PER_ROW = 3
 
@@ -38,7 +40,7 @@ def efficiency_figure(
         for method, method_runs in problem_runs.groupby("method", sort=False):
             volumes = np.array([volume_on_grid(curve, grid) for _, curve in method_runs.groupby("seed")]) / scale
             mean = volumes.mean(axis=0)
-            sem = volumes.std(axis=0, ddof=1) / math.sqrt(len(volumes)) if len(volumes) > 1 else np.zeros_like(mean)
+            sem = np.apply_along_axis(standard_error, 0, volumes)  # NaN with one seed: no band
             (line,) = axis.plot(grid, mean, label=labels[method], linewidth=1.4)
             axis.fill_between(grid, mean - sem, mean + sem, color=line.get_color(), alpha=0.2, linewidth=0)
         seeds = problem_runs["seed"].nunique()

@@ -34,7 +34,7 @@ from fairnas.io import write_csv_atomic
 from fairnas.search import SearchResult, SearchSettings, run_search
 from fairnas.search.final import FINAL_TRIALS_FILE
 from fairnas.search.hypervolume import hypervolume_curve
-from fairnas.search.result import TRIALS_FILE
+from fairnas.search.outputs import TRIALS_FILE
 from fairnas.search.settings import FinalSettings
 from fairnas.search.trial import Target
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from fairnas.evaluation.benchmarks import BenchmarkResult
+from fairnas.evaluation.all_metrics import BenchmarkResult
 from fairnas.metrics.fairness import DISPARITY_METRICS
 
 OVERALL = "all"  # the group of a metric computed over all pairs or images

@@ -6,7 +6,7 @@ every other sample with the head's own margin ``m`` (CosFace and ArcFace: the co
 its magnitude-dependent m(a)), so it works with every margin head.
 
 The disadvantaged group is named, read from an earlier run, or measured from the model's own validation accuracies
-(:class:`~fairnas.mitigations.groups.GroupMeasurement`): by default after every epoch, so the extra margin follows
+(:class:`~fairnas.mitigations.target_group.GroupMeasurement`): by default after every epoch, so the extra margin follows
 whichever group is served worse, as Wang & Deng adapt margins to the groups' accuracies during training (they learn
 margin sizes with reinforcement learning; here the size is fixed and only the group adapts). The measured groups
 travel in the checkpoint, so a resumed or continued run repeats exactly.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from fairnas.mitigations.groups import GroupMeasurement
+from fairnas.mitigations.target_group import GroupMeasurement
 
 
 class GroupMargins(GroupMeasurement):

@@ -14,7 +14,7 @@ cross-group confusion is injected.
 - ``run``: one draw from ``seed``, the same images and new labels in every epoch.
 
 The group is named, read from an earlier run, or measured from the model's own validation accuracies after
-``warmup_epochs`` (:class:`~fairnas.mitigations.groups.GroupMeasurement`; until then no label is flipped). As a
+``warmup_epochs`` (:class:`~fairnas.mitigations.target_group.GroupMeasurement`; until then no label is flipped). As a
 Lightning callback, :class:`FlipGroupLabels` rewrites the labels of each training batch in the training process from
 the batch's image indices, so the labels are a pure function of (seed, epoch, group) whatever the DataLoader workers
 do, and a resumed run (the group travels in the checkpoint) sees the labels of an uninterrupted one. Validation and
@@ -30,7 +30,7 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 
-from fairnas.mitigations.groups import GroupMeasurement
+from fairnas.mitigations.target_group import GroupMeasurement
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ class FlipGroupLabels(GroupMeasurement):
     Args:
         fraction: share of the group's training images whose label is flipped, in [0, 1].
         group: the group to flip (the one with the better accuracy); None: from ``reference_metrics``, else measured.
-        reference_metrics: ``metrics.json`` of an earlier run (see :mod:`fairnas.mitigations.groups`).
+        reference_metrics: ``metrics.json`` of an earlier run (see :mod:`fairnas.mitigations.target_group`).
         seed: seed of the random flips.
         redraw: ``batch`` draws the flips anew every epoch, ``run`` once per run.
         warmup_epochs: epochs trained on the true labels before the group is measured (when it is).

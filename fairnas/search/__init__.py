@@ -5,8 +5,8 @@ Face-agnostic: the search only sees a target ``(config, seed, budget) -> {object
 
 from fairnas.search.hypervolume import hypervolume
 from fairnas.search.loop import run_search
+from fairnas.search.outputs import SearchResult
 from fairnas.search.pareto import non_dominated_mask, pareto_front
-from fairnas.search.result import SearchResult
 from fairnas.search.settings import SearchSettings
 from fairnas.search.space import SearchSpace, config_to_overrides, load_space
 from fairnas.search.trial import config_id

@@ -24,11 +24,7 @@ from ConfigSpace import ConfigurationSpace
 from fairnas.io import append_csv_rows, atomic_path, write_csv_atomic
 from fairnas.search.final import FinalResult, fresh_seeds, run_final_stage, select_candidates
 from fairnas.search.hypervolume import HypervolumeCurve
-from fairnas.search.parallel import TrialPool, open_pool_for
-from fairnas.search.pareto import pareto_front
-from fairnas.search.progress import progress_line
-from fairnas.search.records import RunKey, TrialRecord, TrialStore, run_key
-from fairnas.search.result import (
+from fairnas.search.outputs import (
     HYPERVOLUME_FILE,
     PARETO_FRONT_FILE,
     SETTINGS_FILE,
@@ -36,6 +32,10 @@ from fairnas.search.result import (
     SearchResult,
     write_outputs,
 )
+from fairnas.search.parallel import TrialPool, open_pool_for
+from fairnas.search.pareto import pareto_front
+from fairnas.search.progress import progress_line
+from fairnas.search.records import RunKey, TrialRecord, TrialStore, run_key
 from fairnas.search.settings import SearchSettings, check_compatible
 from fairnas.search.space import KeyValidator, SearchSpace, check_known_keys, load_space
 from fairnas.search.strategies import BuildContext, Proposal, Strategy, registration
@@ -307,7 +307,7 @@ class _SearchLoop:
 
 
 class SearchOutputs:
-    """What :func:`~fairnas.search.result.write_outputs` writes while the search runs (pareto_front.csv and
+    """What :func:`~fairnas.search.outputs.write_outputs` writes while the search runs (pareto_front.csv and
     hypervolume.csv), kept up to date at a cost that does not grow with the trials: hypervolume.csv gains each
     trial's row (written whole when the reference point derived from the trials moved), pareto_front.csv is
     written when the front changed (:attr:`front` holds it). At the end the search writes both whole again, with the

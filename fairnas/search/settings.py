@@ -7,7 +7,9 @@ import math
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from fairnas.search.checks import (
+from fairnas.search.parallel import checked_pool
+from fairnas.search.records import RESERVED_COLUMNS
+from fairnas.search.sections import (
     SEARCH,
     Section,
     as_tuple,
@@ -17,8 +19,6 @@ from fairnas.search.checks import (
     number_or_numbers,
     optional,
 )
-from fairnas.search.parallel import checked_pool
-from fairnas.search.records import RESERVED_COLUMNS
 from fairnas.search.strategies import REGISTRY, registration
 
 RESUME_INVARIANT_FIELDS = ("strategy", "objectives", "min_budget", "max_budget", "eta", "crash_cost", "seed")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import OmegaConf
 
-from fairnas.study import claims as verdicts
+from fairnas.study import claims
 from fairnas.study.context import StudyContext
 from fairnas.study.inference import min_seeds
 from fairnas.study.report import StageReport, forest_figure, write_pages
@@ -34,37 +34,37 @@ class Summary:
 def write_summary(context: StudyContext) -> Summary:
     """Decide every claim and write the tables, the forest plot and the pages."""
     settings = context.claim_settings
-    claims = verdicts.decide(context.claims, settings)
+    decided = claims.decide(context.claims, settings)
     context.files.table("runs", context.runs)
-    context.files.table("claims", claims)
+    context.files.table("claims", decided)
     for stage in context.reports:  # each stage's claims lead its findings, with their verdicts
         stage.findings[:0] = [
-            verdicts.finding(row, settings.power) for row in claims[claims["stage"] == stage.name].to_dict("records")
+            claims.finding(row, settings.power) for row in decided[decided["stage"] == stage.name].to_dict("records")
         ]
     times = {stage.name: stage.seconds for stage in context.reports}
-    holding = int((claims["verdict"] == verdicts.HOLDS).sum())
-    primary = claims[claims["family"] == verdicts.PRIMARY]
+    holding = int((decided["verdict"] == claims.HOLDS).sum())
+    primary = decided[decided["family"] == claims.PRIMARY]
     rule = (
         f"one-sided paired t-tests; the primary claims' family-wise error rate held at {settings.alpha:g} by Holm's "
         f"method, exploratory claims unadjusted; no claim holds on fewer than {min_seeds(settings.alpha)} seeds"
     )
-    counts = claims.groupby(["family", "verdict"]).size()
+    counts = decided.groupby(["family", "verdict"]).size()
     tally = "; ".join(
         f"{family}: " + ", ".join(f"{count} {verdict}" for verdict, count in counts[family].items())
-        for family in (verdicts.PRIMARY, verdicts.EXPLORATORY)
+        for family in (claims.PRIMARY, claims.EXPLORATORY)
         if family in counts.index.get_level_values(0)
     )
     header = {
         "training overrides": " ".join(context.base),
         "stages (minutes)": ", ".join(f"{name} {seconds / 60:.1f}" for name, seconds in times.items()),
-        "primary claims holding": f"{(primary['verdict'] == verdicts.HOLDS).sum()} of {len(primary)} ({rule}); "
-        f"all claims: {holding} of {len(claims)}",
+        "primary claims holding": f"{(primary['verdict'] == claims.HOLDS).sum()} of {len(primary)} ({rule}); "
+        f"all claims: {holding} of {len(decided)}",
     }
-    unmatched = settings.unmatched(list(claims["id"]))
+    unmatched = settings.unmatched(list(decided["id"]))
     if unmatched:  # a typo would leave the paper's claims exploratory and unadjusted: say so where it is read
         header["study.claims.primary"] = f"patterns that name no claim of this study: {unmatched}"
         log.warning("study.claims.primary: %s name no claim of this study", unmatched)
-    forest = context.files.figure("claims_forest", forest_figure(claims))
+    forest = context.files.figure("claims_forest", forest_figure(decided))
     overview = StageReport(
         "claims",
         "Claims",
@@ -84,4 +84,4 @@ def write_summary(context: StudyContext) -> Summary:
         stages=stages,
         config_yaml=OmegaConf.to_yaml(context.settings, resolve=True),
     )
-    return Summary(stages, page, claims, {name: seconds / 60 for name, seconds in times.items()}, holding)
+    return Summary(stages, page, decided, {name: seconds / 60 for name, seconds in times.items()}, holding)

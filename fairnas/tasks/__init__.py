@@ -11,7 +11,7 @@ Each command is a function of its composed Hydra config and a console entry poin
 
 Shared by them: :mod:`fairnas.tasks.cli` (entry points, one-line errors). What they run is library code: one
 training run (:mod:`fairnas.training.run`, :mod:`fairnas.training.build`: ``build_model``, ``load_run``), runs
-through the search's pool (:mod:`fairnas.training.run_pool`), the lock on a run folder (:mod:`fairnas.run_lock`)
-and the loggers, tables and figures (:mod:`fairnas.reporting`). Nothing in the library packages imports from here
-but the training settings checks (:mod:`fairnas.tasks.checks`), which leave with their rewrite.
+through the search's pool (:mod:`fairnas.training.run_pool`), the training settings checks
+(:mod:`fairnas.training.settings`), the lock on a run folder (:mod:`fairnas.run_lock`) and the loggers, tables and
+figures (:mod:`fairnas.reporting`). Nothing in the library packages imports from here.
 """

@@ -46,8 +46,8 @@ from fairnas.reporting import Report
 from fairnas.run_lock import locks_output_dir
 from fairnas.search import load_space
 from fairnas.search.final import FINAL_TRIALS_FILE, fresh_seeds
+from fairnas.search.outputs import TRIALS_FILE
 from fairnas.search.parallel import open_pool_for
-from fairnas.search.result import TRIALS_FILE
 from fairnas.tasks.cli import hydra_command
 from fairnas.training.build import model_label
 from fairnas.training.run import RUN_RECORD, read_checkpoint_settings

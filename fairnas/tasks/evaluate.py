@@ -22,7 +22,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from fairnas.audits.linear_probe import probe_accuracy
 from fairnas.data.table import SPLITS
-from fairnas.evaluation.benchmarks import BenchmarkResult, evaluate_benchmark
+from fairnas.evaluation.all_metrics import BenchmarkResult, evaluate_benchmark
 from fairnas.evaluation.embeddings import embed_images
 from fairnas.evaluation.report import accuracy_table, fairness_table, long_table, probe_table
 from fairnas.reporting import Report, resolve_device

@@ -33,10 +33,10 @@ from fairnas.study.context import StudyContext
 from fairnas.study.runs import RunSpec, run_row
 from fairnas.study.stages import run_stage
 from fairnas.study.summary import Summary, write_summary
-from fairnas.tasks.checks import check_training_settings
 from fairnas.tasks.cli import hydra_command
 from fairnas.tasks.search import FaceSearch, report_search, search_faces
 from fairnas.training.run_pool import Job, train_all
+from fairnas.training.settings import check_training_settings
 
 log = logging.getLogger(__name__)
 STUDY_KEYS = ("study", "name", "hydra", "logger", "output_dir")

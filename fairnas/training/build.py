@@ -25,8 +25,8 @@ from torch import nn
 from fairnas.data import FaceDataModule
 from fairnas.data.sampling import as_group_sampling
 from fairnas.models import FaceEmbedder, ops_name
-from fairnas.tasks.checks import check_input_size, check_training_settings
 from fairnas.training.module import FaceRecognitionModule
+from fairnas.training.settings import check_input_size, check_training_settings
 
 EMBEDDER_PREFIX = "embedder."
 CHECKPOINT_DIR, LAST_CHECKPOINT = "checkpoints", "last.ckpt"

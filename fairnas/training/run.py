@@ -25,9 +25,9 @@ from fairnas.io import atomic_path, write_json_atomic, write_text_atomic
 from fairnas.mitigations import GroupMeasurement
 from fairnas.reporting import Report
 from fairnas.run_lock import locks_output_dir
-from fairnas.tasks.checks import supported_precision
 from fairnas.training.build import CHECKPOINT_DIR, LAST_CHECKPOINT, build_model, read_checkpoint
 from fairnas.training.epoch_test import TestEveryEpoch
+from fairnas.training.settings import supported_precision
 
 log = logging.getLogger(__name__)
 # Lightning 2.6 calls a deprecated torch pytree API on every step; the warning is upstream's and not actionable.

@@ -15,8 +15,8 @@ from typing import Any, Protocol
 
 from ConfigSpace import ConfigurationSpace
 
-from fairnas.search.checks import SEARCH
 from fairnas.search.records import TrialRecord
+from fairnas.search.sections import SEARCH
 from fairnas.search.trial import TrialOutcome
 
 

@@ -42,8 +42,8 @@ from pymoo.core.termination import NoTermination
 from pymoo.core.variable import Choice, Integer, Real, Variable
 from pymoo.operators.selection.tournament import TournamentSelection
 
-from fairnas.search.checks import Section, integer
 from fairnas.search.records import TrialKey, TrialRecord, trial_key
+from fairnas.search.sections import Section, integer
 from fairnas.search.strategies.base import BuildContext, Proposal, Registration, register
 from fairnas.search.trial import TrialOutcome, native_config
 

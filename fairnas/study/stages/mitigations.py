@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 from fairnas.config import compose_config
 from fairnas.mitigations.grid import BASELINE, Cell, Mitigation, choice, grid
 from fairnas.mitigations.table import markdown_tables, summarize
-from fairnas.study import claims as verdicts
+from fairnas.study import claims
 from fairnas.study.context import StudyContext
 from fairnas.study.report import StageReport
 from fairnas.study.runs import RunSpec, changes_training, not_applicable
@@ -44,10 +44,10 @@ def run(context: StudyContext) -> StageReport:
     context.runs = pd.concat([context.runs, *skipped], ignore_index=True)
     runs = pd.concat([context.rows("final", models, seeds), mitigated])
     cells = runs.rename(columns={"test/error": "error", "test/rank_disparity": "rank_disparity"})
-    summary = summarize(verdicts.successful(cells), ["rank_disparity"])
+    summary = summarize(claims.successful(cells), ["rank_disparity"])
     table = context.files.table("mitigations", summary)
     context.claims.extend(
-        verdicts.lowers(
+        claims.lowers(
             runs,
             model,
             mitigation.name,

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from omegaconf import DictConfig
 
-from fairnas.study import claims as verdicts
+from fairnas.study import claims
 from fairnas.study.context import StudyContext
 from fairnas.study.report import StageReport
 from fairnas.study.settings import seed_count
@@ -18,10 +18,10 @@ from fairnas.study.stages.shared import comparison_seeds, crashes
 def run(context: StudyContext) -> StageReport:
     seeds = comparison_seeds(context, context.settings.noise.seeds)
     runs = context.train(context.specs([context.default], seeds), "noise")
-    noise = verdicts.seed_noise(runs, context.default)
+    noise = claims.seed_noise(runs, context.default)
     table = context.files.table("noise", noise)
     findings = [
-        f"{row['metric']} of {context.default}: {verdicts.fmt(row['mean'], row['seed s.e.'])} (seed s.d. "
+        f"{row['metric']} of {context.default}: {claims.fmt(row['mean'], row['seed s.e.'])} (seed s.d. "
         f"{row['seed s.d.']:.3f}) over {row['seeds']} seeds"
         for row in noise.to_dict("records")
     ]

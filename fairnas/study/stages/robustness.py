@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from omegaconf import DictConfig
 
 from fairnas.search.final import fresh_seeds
-from fairnas.study import claims as verdicts
+from fairnas.study import claims
 from fairnas.study.context import StudyContext
 from fairnas.study.report import StageReport
 from fairnas.study.runs import RunSpec
@@ -38,7 +38,7 @@ def run(context: StudyContext) -> StageReport:
     ]
     runs = context.train(specs, "robustness")
     context.claims.extend(
-        verdicts.lowers(
+        claims.lowers(
             runs,
             default,
             "AdvERM",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from fairnas.search.final import fresh_seeds
-from fairnas.study import claims as verdicts
+from fairnas.study import claims
 from fairnas.study.context import StudyContext
 from fairnas.study.report import StageReport, scatter_figure
 from fairnas.study.settings import planned_search_seeds, search_settings
@@ -34,14 +34,14 @@ def best_hand_designed(context: StudyContext, count: int) -> list[str]:
     sweep = context.rows("sweep", names)
     if sweep.empty or not count:
         return []
-    means = verdicts.successful(sweep).groupby("model")["val/error"].mean().sort_values()
+    means = claims.successful(sweep).groupby("model")["val/error"].mean().sort_values()
     return list(means.index[:count])
 
 
 def chosen(context: StudyContext, kinds: Collection[str] = ("default", "searched", "hand-designed")) -> list[str]:
     """The models mitigations and transfer compare, of ``kinds``: the default, the searched model of lowest mean
     validation error in the final comparison and the best hand-designed one."""
-    final = verdicts.successful(context.rows("final", list(context.models)))
+    final = claims.successful(context.rows("final", list(context.models)))
     means = final.groupby(["model", "kind"])["val/error"].mean().reset_index().sort_values("val/error")
     models = [context.default]
     for kind in ("searched", "hand-designed"):
@@ -61,7 +61,7 @@ def dominance(context: StudyContext, runs: pd.DataFrame, stage: str, data: str) 
     }
     present = set(runs["model"])
     context.claims.extend(
-        verdicts.dominance(
+        claims.dominance(
             runs, candidate, baseline, claim_id=f"{stage}/dominates/{kind}/{split}", split=split, data=data
         )
         for candidate in context.searched
@@ -86,7 +86,7 @@ def models_table(
     context: StudyContext, runs: pd.DataFrame, name: str, data: str, split: str, title: str
 ) -> tuple[Path, Path]:
     """The models' means ± s.e. over seeds as a table, a figure and (for W&B) a native scatter plot of ``split``."""
-    summary = verdicts.model_summary(runs, data=data)
+    summary = claims.model_summary(runs, data=data)
     context.scatters.append(
         (
             f"{name}_front",
@@ -101,7 +101,7 @@ def models_table(
 
 def crashes(runs: pd.DataFrame) -> list[str]:
     """A finding naming the crashed runs of a stage (none when every run finished)."""
-    failed = verdicts.failed(runs)
+    failed = claims.failed(runs)
     if not len(failed):
         return []
     return [

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from omegaconf import DictConfig
 
-from fairnas.study import claims as verdicts
+from fairnas.study import claims
 from fairnas.study.context import StudyContext
 from fairnas.study.report import StageReport, scatter_figure
 from fairnas.study.settings import check_composes, hand_designed_models, seed_count
@@ -22,7 +22,7 @@ def run(context: StudyContext) -> StageReport:
     for name, overrides in models.items():
         context.models[name] = ("hand-designed", tuple(overrides))
     runs = context.train(context.specs(list(models), range(settings.sweep.seeds)), "sweep")
-    summary = verdicts.model_summary(runs).sort_values("val/error_mean")
+    summary = claims.model_summary(runs).sort_values("val/error_mean")
     table = context.files.table("sweep", summary)
     figure = context.files.figure("sweep", scatter_figure(summary, "hand-designed sweep"))
     best = summary.iloc[0] if len(summary) else None

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ConfigSpace import ConfigurationSpace
 
-from fairnas.search.checks import Section, check_choice, integer, optional
+from fairnas.search.sections import Section, check_choice, integer, optional
 from fairnas.search.strategies.base import BuildContext, Registration, Strategy, register
 
 if TYPE_CHECKING:

@@ -38,14 +38,14 @@ import torch
 from ConfigSpace import ConfigurationSpace
 
 from fairnas.search.encoding import SpaceEncoding
-from fairnas.search.records import TrialKey, TrialRecord
+from fairnas.search.records import TrialRecord
 from fairnas.search.strategies.base import Proposal
 from fairnas.search.strategies.botorch import model as gp
 from fairnas.search.strategies.botorch.acquisition import Acquisition
 from fairnas.search.strategies.botorch.design import SobolDesign, initial_design_size
 from fairnas.search.strategies.botorch.fidelity import POLICIES, Fitted, rungs
 from fairnas.search.strategies.botorch.fitting import ModelData, ModelFit
-from fairnas.search.strategies.botorch.trials import Observation, Trials
+from fairnas.search.strategies.botorch.trials import Trials
 from fairnas.search.trial import TrialOutcome
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ class BotorchStrategy:
 
     def _model_proposal(self, seed: int) -> Proposal | None:
         """The model's pick, or while it lacks data (or the space has no input) a climb or a Sobol point."""
-        observations = self._training_observations()
+        observations = self._data.observations(self._trials.observations.values())
         if self._encoding.dim == 0 or not self._policy.ready(observations):
             return self._policy.climb() or self._sobol_proposal()
         X, Y = self._data.inputs(observations), self._data.targets(observations)
@@ -114,20 +114,6 @@ class BotorchStrategy:
             return None
         index, config = found
         return Proposal(config, self._policy.initial_budget(index))
-
-    def _training_observations(self) -> list[Observation]:
-        """The trials the model is fitted on (:class:`~fairnas.search.strategies.botorch.fitting.ModelData`)."""
-        return self._data.observations(self._trials.observations.values())
-
-    @property
-    def _observations(self) -> dict[TrialKey, Observation]:
-        """The told trials, each once (what the tests read)."""
-        return self._trials.observations
-
-    @property
-    def _hyperparameters(self) -> dict[str, torch.Tensor] | None:
-        """The model's hyperparameters of the last fit (what the tests read)."""
-        return self._fit.hyperparameters
 
     def _ask_seed(self) -> int:
         """The seed of this ask: the search's seed and the number of trials told and pending."""

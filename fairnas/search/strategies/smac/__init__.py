@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ConfigSpace import ConfigurationSpace
 
-from fairnas.search.checks import SEARCH, Section, check_choice, integer, number, number_list, optional
+from fairnas.search.sections import SEARCH, Section, check_choice, integer, number, number_list, optional
 from fairnas.search.strategies.base import BuildContext, Registration, Strategy, register
 
 if TYPE_CHECKING:
