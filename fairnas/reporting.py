@@ -8,6 +8,7 @@ as ``wandb.Table`` and images, other loggers the scalar metrics.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,8 +30,32 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+LOGGER_PACKAGES = {
+    "WandbLogger": ("wandb",),
+    "TensorBoardLogger": ("tensorboard", "tensorboardX"),
+    "MLFlowLogger": ("mlflow",),
+    "CometLogger": ("comet_ml",),
+    "NeptuneLogger": ("neptune",),
+}
+"""The package each of Lightning's loggers needs: Lightning imports without it and fails only when the logger is
+built, which in a search is inside every trial."""
+
+
+def check_loggers(cfg: DictConfig) -> None:
+    """Every logger of ``cfg.logger`` has its package: a missing one is named in one line, before any work."""
+    for name, node in (cfg.get("logger") or {}).items():
+        target = str(node.get("_target_", ""))
+        packages = LOGGER_PACKAGES.get(target.rpartition(".")[2], ())
+        if packages and not any(importlib.util.find_spec(package) for package in packages):
+            raise ValueError(
+                f"logger.{name} ({target}) needs the {' or '.join(packages)} package, which is not installed: "
+                f"pip install {packages[0]}, or logger=csv or logger=none"
+            )
+
+
 def build_loggers(cfg: DictConfig, **wandb_run: Any) -> list[pl.loggers.Logger]:
     """The Lightning loggers of ``cfg.logger``; ``wandb_run`` (name, id, group, job_type) goes to W&B only."""
+    check_loggers(cfg)
     loggers = []
     for node in (cfg.get("logger") or {}).values():
         is_wandb = node.get("_target_", "").endswith("WandbLogger")

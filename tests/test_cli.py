@@ -14,7 +14,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
+from fairnas import reporting
+from fairnas.search.trial import TrialsCrashAlike
+from fairnas.tasks.cli import run_cli
 from tests.layouts import write_celeba
 
 REPO = Path(__file__).resolve().parents[1]
@@ -329,26 +333,48 @@ def test_top_level_script_runs_the_command(tmp_path):
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].startswith("error: backbone.ops[2]=9")
 
 
+def error_lines(command: str, overrides: list[str], tmp_path: Path, monkeypatch, capsys) -> tuple[int, list[str]]:
+    """Run ``command``'s entry point with ``overrides`` (a run folder and a cache under ``tmp_path``); its exit
+    status and what it printed to stderr."""
+    main = importlib.import_module(f"fairnas.tasks.{command}").main
+    argv = [command, *overrides, f"hydra.run.dir={tmp_path / 'run'}", f"paths.cache_dir={tmp_path / 'cache'}"]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    return exit_info.value.code, capsys.readouterr().err.strip().splitlines()
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the error is for machines without a GPU")
 @pytest.mark.parametrize("trainer", ["gpu", "ddp"])
 def test_gpu_trainers_compose_and_stop_in_one_line_without_a_gpu(trainer, tmp_path, monkeypatch, capsys):
-    main = importlib.import_module("fairnas.tasks.train").main
-    monkeypatch.setattr(
-        sys,
-        "argv",
-        [
-            "train",
-            f"trainer={trainer}",
-            f"hydra.run.dir={tmp_path / 'run'}",
-            f"paths.cache_dir={tmp_path / 'cache'}",
-            "logger=none",
-        ],
-    )
-    with pytest.raises(SystemExit) as exit_info:
-        main()
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert exit_info.value.code == 2 and lines == [
+    code, lines = error_lines("train", [f"trainer={trainer}", "logger=none"], tmp_path, monkeypatch, capsys)
+    assert code == 2 and lines == [
         "error: trainer.accelerator=gpu (trainer=gpu, trainer=ddp) needs a CUDA GPU and none is visible; use "
         "trainer=cpu, or trainer.accelerator=cpu to run DDP processes on the CPU"
     ]
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("command", ["train", "search", "study"])
+def test_a_logger_without_its_package_stops_the_command_in_one_line(command, tmp_path, monkeypatch, capsys):
+    """Lightning builds its loggers without complaint until one is used: without the package every run (every
+    trial of a search) would crash alike. Here the CSV logger is made to need a package that is not installed."""
+    monkeypatch.setitem(reporting.LOGGER_PACKAGES, "CSVLogger", ("no_such_logger_package",))
+    code, lines = error_lines(command, ["logger=csv"], tmp_path, monkeypatch, capsys)
+    assert code == 2 and lines == [
+        "error: logger.csv (pytorch_lightning.loggers.CSVLogger) needs the no_such_logger_package package, which is "
+        "not installed: pip install no_such_logger_package, or logger=csv or logger=none"
+    ]
+    assert not (tmp_path / "run").exists()
+
+
+def test_trials_that_all_crash_alike_end_the_command_in_one_line(capsys):
+    def search(cfg):
+        raise TrialsCrashAlike("the search's first 3 trials all crashed with the same error, so it stopped")
+
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(search, OmegaConf.create({}))
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: the search's first 3 trials all crashed with the same error, so it stopped"
+    ]

@@ -271,7 +271,6 @@ def check_study(cfg, overrides: list[str], monkeypatch) -> None:
     monkeypatch.setattr(study, "compose_config", compose_and_check)
     monkeypatch.setattr(study, "run_all", first_run)
     monkeypatch.setattr(study, "search_faces", first_run)  # a study whose first stage is the search
-    monkeypatch.setattr("fairnas.training.settings.torch.cuda.is_available", lambda: True)  # trainer=gpu commands
     with pytest.raises(ReachedTheRun):
         study.run_study(cfg, overrides)
 
@@ -301,6 +300,7 @@ def test_readme_command_composes(document, line, source, entry, arguments, tmp_p
     overrides = substitute(arguments, tmp_path)
     assert not [o for o in overrides if "data.table.root" in o], "the data set's folder is data.root"
     cfg = compose(entry, overrides, output_dir=tmp_path / "out")
+    monkeypatch.setattr("fairnas.training.settings.torch.cuda.is_available", lambda: True)  # trainer=gpu commands
     if entry == "train":
         check_train(cfg, tmp_path)
     elif entry == "search":

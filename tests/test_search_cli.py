@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from fairnas import reporting
 from fairnas.config import compose_config
 from fairnas.tasks.cli import run_cli
 from fairnas.tasks.search import run_face_search
@@ -124,6 +125,18 @@ def test_bad_search_input_fails_before_any_trial(tmp_path, cache_dir, capsys, ov
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
+    assert not (tmp_path / "search" / "trials").exists()
+
+
+def test_a_trial_logger_without_its_package_is_refused_before_any_trial(tmp_path, cache_dir, capsys, monkeypatch):
+    """The trials' own loggers (``train_overrides``), not only the search's: without the package each trial would
+    crash alike (on a GPU image without wandb all 12 did)."""
+    monkeypatch.setitem(reporting.LOGGER_PACKAGES, "CSVLogger", ("no_such_logger_package",))
+    cfg = search_config(tmp_path, cache_dir, train=["logger=csv"])
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(run_face_search, cfg)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_info.value.code == 2 and len(err) == 1 and "logger.csv" in err[0] and "no_such_logger_package" in err[0]
     assert not (tmp_path / "search" / "trials").exists()
 
 

@@ -11,6 +11,7 @@ from ConfigSpace import Categorical, ConfigurationSpace, Float
 
 from fairnas.benchmarks.analytic import NoisyMultiFidelityProblem
 from fairnas.search import SearchResult, SearchSettings, non_dominated_mask, run_search
+from fairnas.search.trial import TrialsCrashAlike
 
 SPACES = Path(__file__).resolve().parents[1] / "searchspaces"
 ZDT1 = NoisyMultiFidelityProblem("zdt1", n_variables=3)
@@ -129,6 +130,70 @@ def test_crashes_nan_and_missing_objectives_are_recorded_and_the_search_goes_on(
     assert infinite.any() and (succeeded.loc[infinite, "f2"] == 50.0).all()
     assert (succeeded.loc[infinite, "error_message"] == "f2=+inf capped at 50").all()
     assert succeeded.loc[~infinite, "error_message"].fillna("").eq("").all()
+
+
+def _crashing_alike(config, seed, budget):
+    raise ModuleNotFoundError("No module named 'wandb'")
+
+
+def _crashing_first(n):
+    """A target whose first ``n`` calls crash alike (a cache being built, say) and whose later calls succeed."""
+    calls = []
+
+    def target(config, seed, budget):
+        calls.append(config)
+        if len(calls) <= n:
+            raise RuntimeError("cache not ready")
+        return ZDT1(config, seed, budget)
+
+    return target, calls
+
+
+def test_a_search_whose_first_trials_crash_alike_stops_with_the_error_and_records_none_of_them(tmp_path):
+    calls = []
+
+    def target(config, seed, budget):
+        calls.append(config)
+        return _crashing_alike(config, seed, budget)
+
+    with pytest.raises(TrialsCrashAlike) as stopped:
+        _search(tmp_path, target=target, strategy="random", n_trials=30, fail_fast=3)
+    message = str(stopped.value)
+    assert "\n" not in message and len(calls) == 3  # three trials spent, not thirty
+    assert message.startswith("the search's first 3 trials all crashed with the same error")
+    assert "ModuleNotFoundError: No module named 'wandb'" in message and "search.fail_fast=0" in message
+    assert not (tmp_path / "search" / "trials.csv").exists()  # running again after the fix starts clean
+    # with the cause fixed, the same command resumes and trains every trial
+    result = _search(tmp_path, target=ZDT1, strategy="random", n_trials=30, fail_fast=3)
+    assert len(result.trials) == 30 and (result.trials["status"] == "success").all()
+
+
+def test_fail_fast_0_spends_the_budget_on_crashes(tmp_path):
+    result = _search(tmp_path, target=_crashing_alike, strategy="random", n_trials=5, fail_fast=0)
+    assert len(result.trials) == 5 and (result.trials["status"] == "crashed").all()
+
+
+def test_crashes_held_back_are_recorded_in_order_once_a_trial_succeeds(tmp_path):
+    target, _ = _crashing_first(2)
+    held = _search(tmp_path / "held", target=target, strategy="random", n_trials=8, fail_fast=3).trials
+    target, _ = _crashing_first(2)
+    plain = _search(tmp_path / "plain", target=target, strategy="random", n_trials=8, fail_fast=0).trials
+    timing = ["wall_time_s", "finished_at"]
+    assert list(held["status"]) == ["crashed", "crashed"] + ["success"] * 6
+    pd.testing.assert_frame_equal(held.drop(columns=timing), plain.drop(columns=timing))
+
+
+def test_different_errors_do_not_stop_the_search(tmp_path):
+    errors = iter([ValueError("a"), ValueError("b"), ValueError("a")])
+
+    def target(config, seed, budget):
+        error = next(errors, None)
+        if error is not None:
+            raise error
+        return ZDT1(config, seed, budget)
+
+    result = _search(tmp_path, target=target, strategy="random", n_trials=6, fail_fast=2)
+    assert list(result.trials["status"]) == ["crashed"] * 3 + ["success"] * 3
 
 
 def test_smac_survives_crashing_trials(tmp_path):

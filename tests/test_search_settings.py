@@ -36,6 +36,8 @@ VALID = {"objectives": ["f1", "f2"], "min_budget": 1, "max_budget": 4, "n_trials
         ({"strategy": "random", "options": {"rho": 1}}, "search.strategy=random takes no options, got {'rho': 1}"),
         ({"crash_cost": [1.0]}, "search.crash_cost=[1.0] must be one finite number or one per objective"),
         ({"crash_cost": None}, "search.crash_cost=None must be a number or a list of numbers"),
+        ({"fail_fast": -1}, "search.fail_fast=-1 must be an integer >= 0"),
+        ({"fail_fast": True}, "search.fail_fast=True must be an integer >= 0"),
         ({"reference_point": [1.0]}, "search.reference_point has 1 values"),
         ({"objectives": "f1"}, "search.objectives='f1' must be a list"),
         (

@@ -39,7 +39,15 @@ from fairnas.search.records import RunKey, TrialRecord, TrialStore, run_key
 from fairnas.search.settings import SearchSettings, check_compatible
 from fairnas.search.space import KeyValidator, SearchSpace, check_known_keys, load_space
 from fairnas.search.strategies import BuildContext, Proposal, Strategy, registration
-from fairnas.search.trial import Target, TrialOutcome, crashed_outcome, evaluate_trial, is_out_of_space
+from fairnas.search.trial import (
+    CRASHED,
+    Target,
+    TrialOutcome,
+    TrialsCrashAlike,
+    crashed_outcome,
+    evaluate_trial,
+    is_out_of_space,
+)
 
 log = logging.getLogger("fairnas.search")
 
@@ -81,7 +89,10 @@ def run_search(
     hyperparameters (use ``fairnas.search.config_id(config)`` for a stable id, e.g. to continue a
     promoted configuration from its lower-budget checkpoint). A target that raises (out-of-memory
     included), omits an objective or returns a non-finite value is recorded as crashed with
-    ``settings.crash_cost``. The search stops when ``settings.n_trials`` trials finished, or once
+    ``settings.crash_cost``; if the first ``settings.fail_fast`` trials of this run all crash with the same
+    error message, the search raises :class:`~fairnas.search.trial.TrialsCrashAlike` naming it and records none of
+    them (so that fixing the cause and running again starts clean). The search stops when ``settings.n_trials``
+    trials finished, or once
     the summed budget of finished trials reaches ``settings.total_budget`` (trials are launched while
     finished plus running budget is below it, so it is exceeded by at most one trial's budget).
     ``known_objectives`` (the metrics the target reports) and ``known_keys`` (the configuration keys
@@ -209,16 +220,24 @@ class _SearchLoop:
         self._budget_finished = sum(record.budget for record in store.records)
         self._exhausted = False
         self._outputs = SearchOutputs(store, settings)
+        self._held: list[TrialRecord] = []  # this run's first crashes, all with one error (search.fail_fast)
+        self._proven = settings.fail_fast == 0  # a trial of this run finished other than by that crash
 
     def run(self) -> None:
-        while True:
-            self._launch()
-            if len(self._pool) == 0:
-                return
-            finished = self._pool.next_finished()
-            if finished is not None:  # None: nothing finished yet; workers that joined get trials first
-                (key, trial_id), outcome, error = finished
-                self._finish(key, trial_id, outcome, error)
+        try:
+            while True:
+                self._launch()
+                if len(self._pool) == 0:
+                    break
+                finished = self._pool.next_finished()
+                if finished is not None:  # None: nothing finished yet; workers that joined get trials first
+                    (key, trial_id), outcome, error = finished
+                    self._finish(key, trial_id, outcome, error)
+        except BaseException as error:
+            if not isinstance(error, TrialsCrashAlike):  # stopped otherwise (the compute meter, a signal)
+                self._record_held()
+            raise
+        self._record_held()
 
     def _launch(self) -> None:
         """Fill free workers with new trials; replay finished ones to the strategy instead of running them."""
@@ -258,7 +277,7 @@ class _SearchLoop:
         return self._settings.seed if proposal.seed is None else proposal.seed
 
     def _may_start(self) -> bool:
-        started = len(self._store.records) + len(self._running)
+        started = len(self._store.records) + len(self._held) + len(self._running)
         budget = self._budget_finished + sum(key[1] for key in self._running)
         return _within_limits(self._settings, started, budget)
 
@@ -286,7 +305,7 @@ class _SearchLoop:
             outcome = crashed_outcome(self._store.objectives, self._settings.crash_costs, error, wall_time_s=math.nan)
         assert outcome is not None  # a pool gives (token, result, None) or (token, None, error)
         record = TrialRecord(trial_id, proposals[0].config, proposals[0].budget, key[2], outcome)
-        self._store.append(record)  # durable before anything else
+        self._record(record)  # durable before anything else
         self._finished[key] = record
         self._budget_finished += record.budget
         self._told.add(key)
@@ -304,6 +323,28 @@ class _SearchLoop:
         )
         if self._on_trial is not None:
             self._on_trial(SearchProgress(self._outputs.front, self._outputs.curve.last(), self._store.path.parent))
+
+    def _record(self, record: TrialRecord) -> None:
+        """Append the trial to trials.csv, except a crash while every trial of this run so far crashed with the same
+        error: held back, and once ``fail_fast`` of them are, the search stops with that error."""
+        error = record.outcome.error
+        if not self._proven and record.outcome.status == CRASHED and all(h.outcome.error == error for h in self._held):
+            self._held.append(record)
+            if len(self._held) >= self._settings.fail_fast:
+                raise TrialsCrashAlike(
+                    f"the search's first {len(self._held)} trials all crashed with the same error, so it stopped "
+                    f"before spending its budget: {error} (fix the cause and run the same command again; "
+                    "search.fail_fast=0 runs every trial regardless)"
+                )
+            return
+        self._proven = True
+        self._record_held()
+        self._store.append(record)
+
+    def _record_held(self) -> None:
+        for held in self._held:
+            self._store.append(held)
+        self._held = []
 
 
 class SearchOutputs:

@@ -67,7 +67,8 @@ class SearchSettings:
     budgets sum to ``total_budget`` (give one or both); the ``final`` stage (:class:`FinalSettings`) then re-trains
     the best configurations with fresh seeds, its epochs on top of ``total_budget``. ``initial_design_size``: the
     configurations a model-based strategy (SMAC, BoTorch) starts from (null: the strategy's default). ``crash_cost``
-    is every objective's value for a crashed trial, or one value per objective. ``reference_point`` fixes the
+    is every objective's value for a crashed trial, or one value per objective. ``fail_fast``: the search stops
+    when the first that many trials of a run all crash with the same error (0: never). ``reference_point`` fixes the
     hypervolume reference (default: the worst max-budget value per objective plus 10% of its range). Building the
     settings checks every value, with a one-line ValueError naming the ``search.<key>``; ``check_compatible`` adds
     the checks that need the space and the target. Lists (OmegaConf list nodes included) become tuples, numbers
@@ -83,6 +84,7 @@ class SearchSettings:
     strategy: str = "smac"
     seed: int = 0
     crash_cost: float | tuple[float, ...] = 1000.0
+    fail_fast: int = 3
     reference_point: tuple[float, ...] | None = None
     n_workers: int = 1
     dask_address: str | None = None
@@ -158,6 +160,7 @@ class SearchSettings:
             "n_trials": optional(integer, "n_trials", self.n_trials, minimum=1),
             "seed": integer("seed", self.seed),
             "crash_cost": number_or_numbers("crash_cost", self.crash_cost),
+            "fail_fast": integer("fail_fast", self.fail_fast, minimum=0),
             "reference_point": optional(number_list, "reference_point", self.reference_point),
             **checked_pool(SEARCH, self),
             "initial_design_size": optional(integer, "initial_design_size", self.initial_design_size, minimum=0),

@@ -107,6 +107,12 @@ def is_out_of_space(error: BaseException) -> bool:
     return False
 
 
+class TrialsCrashAlike(RuntimeError):
+    """The first ``search.fail_fast`` trials of a search run all crashed with one and the same error: a setting or
+    the environment (a missing package, no GPU, a bad path), not the configurations, so the search stops before it
+    spends its budget on crashes."""
+
+
 def crashed_outcome(
     objectives: Sequence[str], crash_cost: Sequence[float], error: BaseException, wall_time_s: float
 ) -> TrialOutcome:

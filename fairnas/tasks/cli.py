@@ -16,12 +16,12 @@ from omegaconf.errors import OmegaConfBaseException
 
 from fairnas.config import CONFIG_DIR
 from fairnas.run_lock import discard_if_unused
-from fairnas.search.trial import is_out_of_space
+from fairnas.search.trial import TrialsCrashAlike, is_out_of_space
 
 DATALOADER_WORKER = re.compile(r"Caught \w+ in DataLoader worker process \d+\.$")
-USER_ERRORS = (ValueError, FileNotFoundError, OmegaConfBaseException)
+USER_ERRORS = (ValueError, FileNotFoundError, OmegaConfBaseException, TrialsCrashAlike)
 # Building an object from config: an unknown or missing constructor argument is the config's fault too.
-INSTANTIATION_ERRORS = (*USER_ERRORS, TypeError)
+INSTANTIATION_ERRORS = (ValueError, FileNotFoundError, OmegaConfBaseException, TypeError)
 
 
 def run_cli(task: Callable[[DictConfig], Any], cfg: DictConfig) -> Any:

@@ -24,7 +24,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from fairnas.config import compose_config, resolve_space_path
 from fairnas.metrics import IDENTIFICATION_METRICS
-from fairnas.reporting import Report
+from fairnas.reporting import Report, check_loggers
 from fairnas.run_lock import locks_output_dir
 from fairnas.search import SearchResult, SearchSettings, SearchSpace, load_space, run_search
 from fairnas.search.loop import SearchProgress, TrialObserver
@@ -32,6 +32,7 @@ from fairnas.search.space import check_known_keys
 from fairnas.tasks.cli import hydra_command
 from fairnas.training.run import read_checkpoint_settings
 from fairnas.training.search_target import TrainingTarget, epochs_saved
+from fairnas.training.settings import check_training_settings
 
 log = logging.getLogger(__name__)
 ROBUSTNESS_BIAS = "robustness_bias"  # thesis eq. 2.3, reported with eval.robustness_bias=true
@@ -75,6 +76,7 @@ class FaceSearch:
 def run_face_search(cfg: DictConfig) -> SearchResult:
     """Run the search described by ``cfg.search`` and its final stage; outputs go to ``cfg.output_dir``."""
     search, output_dir = FaceSearch.from_mapping(cfg.search), Path(cfg.output_dir)
+    check_loggers(cfg)  # the search's own summary run starts after its first trial
     with contextlib.ExitStack() as stack:
         live = LiveSummary(cfg, search, stack)
         result = search_faces(search, output_dir, on_trial=live if cfg.get("logger") else None)
@@ -132,6 +134,7 @@ def search_faces(search: FaceSearch, output_dir: Path, on_trial: TrialObserver |
     space = load_space(resolve_space_path(search.space), seed=settings.seed)
     trial_config = default_trial_config(space, train_overrides)
     check_space_keys(space, trial_config)
+    check_training_settings(trial_config)  # a missing logger package or GPU would crash every trial
     read_checkpoint_settings(trial_config)  # a bad checkpoint in train_overrides would crash every trial
     target = TrainingTarget(
         space.overrides,

@@ -24,7 +24,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from fairnas.config import compose_config
-from fairnas.reporting import Report
+from fairnas.reporting import Report, check_loggers
 from fairnas.run_lock import locks_output_dir, run_folder_lock
 from fairnas.search import SearchResult
 from fairnas.search.parallel import POOL_KEYS, DaskPool, TrialPool, open_pool_for
@@ -49,6 +49,7 @@ def run_study(cfg: DictConfig, overrides: Sequence[str] | None = None) -> pd.Dat
     """Run ``cfg.study``'s stages; every run applies ``overrides`` (default: the command line's training overrides).
     Returns the runs table (also ``runs.csv``)."""
     base = [*training_overrides(cfg, overrides), *RUN_SETTINGS]
+    check_loggers(cfg)  # the study's own W&B run is opened at its end
     check_study(cfg, base)
     check_training_settings(compose_config("train", base, output_dir="."))
     settings = cfg.study

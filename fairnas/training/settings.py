@@ -7,12 +7,13 @@ import torch
 from omegaconf import DictConfig
 from torch import nn
 
+from fairnas.reporting import check_loggers
 from fairnas.validation import Settings
 
 
 def check_training_settings(cfg: DictConfig) -> None:
     """Epochs and batch sizes are positive integers; a learning rate is a positive number; ``channels_last`` and
-    ``compile`` are booleans; a GPU accelerator needs a GPU."""
+    ``compile`` are booleans; a GPU accelerator needs a GPU; every logger's package is installed."""
     settings = Settings()
     settings.integer("trainer.max_epochs", cfg.trainer.get("max_epochs"), minimum=1)
     settings.integer("data.batch_size", cfg.data.get("batch_size"), minimum=1)
@@ -26,6 +27,7 @@ def check_training_settings(cfg: DictConfig) -> None:
             f"trainer.accelerator={accelerator} (trainer=gpu, trainer=ddp) needs a CUDA GPU and none is "
             "visible; use trainer=cpu, or trainer.accelerator=cpu to run DDP processes on the CPU"
         )
+    check_loggers(cfg)
 
 
 def supported_precision(precision: str) -> str:
