@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import pandas as pd
 from matplotlib.figure import Figure
@@ -63,7 +63,7 @@ class StudyContext:
         reserved = planned_search_seeds(search_settings(settings)) | self.reserved
         self.noise_seeds = fresh_seeds(reserved, settings.noise.seeds)
         self.final_seeds = fresh_seeds(reserved, settings.final.seeds)
-        self.claim_settings = ClaimSettings.from_mapping(OmegaConf.to_container(settings.claims))
+        self.claim_settings = ClaimSettings.from_mapping(cast(dict[str, Any], OmegaConf.to_container(settings.claims)))
 
     @property
     def settings(self) -> DictConfig:

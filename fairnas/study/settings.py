@@ -3,7 +3,7 @@ with, and the sweep's models."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -16,14 +16,15 @@ def search_settings(study: DictConfig) -> dict[str, Any]:
     """The study's search settings: ``conf/search/local.yaml``'s with ``study.search`` on top (resolved); a
     ``total_budget`` of null is ``full_trials`` times ``max_budget`` epochs, so that the default fits any epochs."""
     defaults = compose_config("search", [], output_dir=".").search
-    own = OmegaConf.to_container(study.search, resolve=True)
-    full_trials = own.pop("full_trials", None)  # type: ignore[union-attr]
+    own = cast(dict[str, Any], OmegaConf.to_container(study.search, resolve=True))
+    full_trials = own.pop("full_trials", None)
     merged = OmegaConf.to_container(OmegaConf.merge(defaults, OmegaConf.create(own)), resolve=True)
-    if merged["total_budget"] is None and merged.get("n_trials") is None and full_trials is not None:  # type: ignore[index]
+    merged = cast(dict[str, Any], merged)
+    if merged["total_budget"] is None and merged.get("n_trials") is None and full_trials is not None:
         if isinstance(full_trials, bool) or not isinstance(full_trials, int) or full_trials < 1:
             raise ValueError(f"study.search.full_trials={full_trials!r} must be an integer >= 1")
-        merged["total_budget"] = full_trials * merged["max_budget"]  # type: ignore[index]
-    return merged  # type: ignore[return-value]
+        merged["total_budget"] = full_trials * merged["max_budget"]
+    return merged
 
 
 def planned_search_seeds(settings: dict[str, Any]) -> set[int]:
@@ -51,7 +52,8 @@ def hand_designed_models(study: DictConfig) -> dict[str, list[str]]:
     models = {}
     for name in sweep.vary:
         hyperparameter = configspace[name]
-        for value in getattr(hyperparameter, "choices", None) or getattr(hyperparameter, "sequence", ()):
+        values = getattr(hyperparameter, "choices", None) or getattr(hyperparameter, "sequence", None)
+        for value in values or ():
             config = {**constants, name: value}
             models[str(value)] = space.overrides(config)
     return models
