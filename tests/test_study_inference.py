@@ -246,6 +246,21 @@ def test_a_primary_claim_below_its_familys_floor_has_too_few_seeds_as_the_showca
     assert (table["p_exact"] == 1 / 128).all() and (table["verdict"] == "too few seeds").all()
     assert (table["mde"] == math.inf).all()
     assert "the sign-flip test needs 8 seeds" in claims.finding(table.reset_index().iloc[0].to_dict())
+    # the report says plainly that no claim can hold, and names the floor
+    note = claims.below_floor(table.reset_index())
+    assert note is not None and note.startswith("No claim of this study can hold: every tested claim rests on 7 seeds")
+    assert "8 seeds at level 0.00714" in note
+    # with an exploratory claim that reaches its floor (5 at 0.05), only the primary ones are named
+    extra = {"m7": lowered["m0"]}
+    both = decide(
+        runs_of({"none": base, **lowered, **extra}), [*names, "m7"], primary=[f"mitigations/{n}/*" for n in names]
+    )
+    assert both.loc["mitigations/m7/default/test", "verdict"] == "holds"
+    note = claims.below_floor(both.reset_index())
+    assert note is not None and note.startswith("7 of 8 tested claims rest on fewer seeds than the floor")
+    assert "mitigations/m7/default/test" not in note and "mitigations/m0/default/test" in note
+    held = decide(runs_of({"none": base, **lowered}), names, primary=())
+    assert claims.below_floor(held.reset_index()) is None and (held["verdict"] == "holds").all()
 
 
 def test_a_mitigation_reproducing_its_baseline_is_degenerate_and_one_not_trained_is_not_applicable():

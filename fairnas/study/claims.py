@@ -293,6 +293,28 @@ def _verdict(row: Mapping[str, Any], alpha: float) -> str:
     return HOLDS if p < alpha and p_exact < alpha else DOES_NOT_HOLD
 
 
+def below_floor(table: pd.DataFrame) -> str | None:
+    """A decided claims table's claims that rest on fewer seeds than the floor of their plan level (*too few seeds*),
+    in one plain sentence: no such claim can hold whatever the data, since the exact sign-flip test cannot reject
+    there; None when every tested claim reaches its floor."""
+    tested = table[table["verdict"] != NOT_APPLICABLE]
+    short = tested[tested["verdict"] == TOO_FEW_SEEDS]
+    if short.empty:
+        return None
+    floors = ", ".join(f"{min_seeds(level)} seeds at level {level:.3g}" for level in sorted(set(short["level"])))
+    seeds = "/".join(str(n) for n in sorted(set(short["n"])))
+    if len(short) == len(tested):
+        return (
+            f"No claim of this study can hold: every tested claim rests on {seeds} seeds, below the floor of its plan "
+            f"level ({floors}), where the exact sign-flip test cannot reject whatever the data; its verdicts say "
+            "nothing about the effects. Give each stage that makes claims at least its floor of seeds."
+        )
+    return (
+        f"{len(short)} of {len(tested)} tested claims rest on fewer seeds than the floor of their plan level "
+        f"({floors}) and cannot hold whatever the data: {', '.join(short['id'])}."
+    )
+
+
 def finding(row: Mapping[str, Any], power: float = 0.8) -> str:
     """A claims-table row as one line of the report (Markdown); ``power``: the one its ``mde`` was computed at."""
     if row["verdict"] == NOT_APPLICABLE:

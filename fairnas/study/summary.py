@@ -64,6 +64,10 @@ def write_summary(context: StudyContext) -> Summary:
         "primary claims holding": f"{(primary['verdict'] == claims.HOLDS).sum()} of {len(primary)} ({rule}); "
         f"all claims: {holding} of {len(decided)}",
     }
+    floor = claims.below_floor(decided)
+    if floor:  # a study too small for its claims: say so where the verdicts are read
+        header["seed floor"] = floor
+        log.warning("study: %s", floor)
     unmatched = settings.unmatched(list(decided["id"]))
     if unmatched:  # a typo would leave the paper's claims exploratory and unadjusted: say so where it is read
         header["study.claims.primary"] = f"patterns that name no claim of this study: {unmatched}"
@@ -75,7 +79,7 @@ def write_summary(context: StudyContext) -> Summary:
         "The forest plot shows every claim's effect in the claimed direction in units of its paired s.d. (d_z; right "
         "of 0: the claimed way) with its 95 % noncentral-t interval, coloured by verdict (hollow: zero variance, no "
         "interval); the table has the numbers, each stage below its claims in words.",
-        [f"Verdicts ({rule}): {tally}."],
+        [f"Verdicts ({rule}): {tally}.", *([floor] if floor else [])],
         {"claims": context.output_dir / "claims.csv", "runs": context.output_dir / "runs.csv"},
         {"claims_forest": forest},
         sum(times.values()),
