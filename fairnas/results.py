@@ -10,6 +10,9 @@ the repository, so the README and the data cannot drift apart).
 ``python -m fairnas.results collect-study <study folder> results/<name> --command "..."`` copies a finished study's
 tables into a results folder and writes its manifest; ``python -m fairnas.results manifest results/<name> --command
 "..."`` writes the manifest of a folder a benchmark wrote into (e.g. ``bench/search_efficiency.py --runs-output``).
+``python -m fairnas.results redecide-study results/<name>`` decides a collected study's claims again under the
+current rule from its ``runs.csv``, without training (:mod:`fairnas.study.redecide`), and records what it changed in
+the manifest.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from fairnas.groups import mean_se
-from fairnas.io import write_json_atomic, write_text_atomic
+from fairnas.io import write_csv_atomic, write_json_atomic, write_text_atomic
 from fairnas.study.claims import EXPLORATORY, HOLDS, PRIMARY
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -71,6 +74,37 @@ def collect_study(
         training_minutes=training_minutes(study_dir),
         **(_time_logs(time_logs) if time_logs else {}),
     )
+
+
+def redecide_study(folder: Path, *, command: str, commit: str | None = None) -> dict:
+    """Decide the claims of a collected study (``folder``: ``runs.csv``, ``claims.csv``, ``manifest.json``) again
+    under the current rule from its runs, without training (:func:`fairnas.study.redecide.redecide`: every claim
+    must first reproduce its recorded statistics), write ``claims.csv`` atomically and add to the manifest's
+    ``redecided`` list what was done: the command, the commit, the date, the rule and every verdict that moved. The
+    run's own fields stay as they were. Returns the manifest."""
+    from fairnas.study.redecide import RULE, redecide
+
+    manifest = read_manifest(folder)
+    recorded = pd.read_csv(folder / "claims.csv")
+    decided = redecide(pd.read_csv(folder / "runs.csv"), recorded)
+    before = dict(zip(recorded["id"], recorded["verdict"], strict=True))
+    moved = {
+        row.id: f"{before[row.id]} -> {row.verdict}" for row in decided.itertuples() if before[row.id] != row.verdict
+    }
+    write_csv_atomic(decided, folder / "claims.csv")
+    manifest.setdefault("redecided", []).append(
+        {
+            "file": "claims.csv",
+            "from": "runs.csv (no training)",
+            "rule": RULE,
+            "command": command,
+            "commit": commit or source_commit(),
+            "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "verdicts_moved": moved,
+        }
+    )
+    write_json_atomic(folder / MANIFEST, manifest)
+    return manifest
 
 
 TRAINED = re.compile(r"study (\w+): \S+ done in (\d+) s")
@@ -378,6 +412,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     collect.add_argument(
         "--time-log", type=Path, nargs="+", default=[], help="/usr/bin/time -v's output, one file per invocation"
     )
+    again = commands.add_parser("redecide-study", help="decide a collected study's claims again under the current rule")
+    again.add_argument("folder", type=Path)
     describe = commands.add_parser("manifest", help="write a results folder's manifest.json")
     describe.add_argument("folder", type=Path)
     describe.add_argument("--command", action="append", required=True, help="a command that made the files (repeat)")
@@ -389,6 +425,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             args.study_dir, args.target, command=args.command, commit=args.commit, time_logs=args.time_log
         )
         print(json.dumps(manifest, indent=1))
+    elif args.action == "redecide-study":
+        command = f"python -m fairnas.results redecide-study {args.folder}"
+        print(json.dumps(redecide_study(args.folder, command=command), indent=1))
     elif args.action == "manifest":
         print(json.dumps(write_manifest(args.folder, commands=args.command, commit=args.commit), indent=1))
     elif args.action == "render":

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -172,6 +173,45 @@ def test_a_finished_study_is_collected_with_its_manifest(tmp_path):
         tmp_path / "study", target, command="c", time_logs=[tmp_path / "study.log", tmp_path / "resumed.log"]
     )
     assert resumed["wall_minutes"] == 120.0 and resumed["peak_memory_gb"] == 4.5 and resumed["invocations"] == 2
+
+
+def test_a_collected_studys_claims_are_decided_again_from_its_runs_without_training(tmp_path, capsys):
+    """The showcase's claims under the current rule (both tests, the floor of 8 seeds at 0.05 / 7) from its
+    committed runs.csv: every claim first reproduces its recorded t-test, and the run's own manifest fields stay."""
+    folder = tmp_path / "showcase"
+    shutil.copytree(REPO / "results" / "showcase", folder)
+    before = results.read_manifest(folder)
+    results.main(["redecide-study", str(folder)])
+    manifest = json.loads(capsys.readouterr().out)
+    assert manifest == results.read_manifest(folder)
+    assert {key: manifest[key] for key in before if key != "redecided"} == {
+        key: value for key, value in before.items() if key != "redecided"
+    }
+    record = manifest["redecided"][-1]
+    assert record["command"] == f"python -m fairnas.results redecide-study {folder}" and record["commit"]
+    table = pd.read_csv(folder / "claims.csv").set_index("id")
+    assert list(table.reset_index().columns) == list(claims.COLUMNS)
+    balanced = table.loc["mitigations/balanced/default/test"]
+    assert balanced["n"] == 7 and balanced["p_holm"] == pytest.approx(0.00864728879621452)  # the t-test alone: holds
+    assert balanced["p_exact"] == 1 / 128 and balanced["p_exact_holm"] == pytest.approx(7 / 128)
+    assert balanced["level"] == pytest.approx(0.05 / 7) and balanced["verdict"] == claims.TOO_FEW_SEEDS
+    primary = table[table["family"] == claims.PRIMARY]
+    assert (primary["verdict"] == claims.TOO_FEW_SEEDS).all()  # 7 or 5 seeds, below the floor of 8
+    assert table.loc["mitigations/angular/default/test", "status"] == "degenerate: zero variance"
+    held = table[table["verdict"] == claims.HOLDS].index
+    assert list(held) == [
+        "final/dominates/default/val",
+        "robustness/adverm/default/val",
+        "robustness/adverm/default/test",
+    ]
+    # a claim that does not reproduce its recorded statistics stops it, naming the claim; nothing is written
+    runs = pd.read_csv(folder / "runs.csv")
+    runs.loc[(runs["mitigation"] == "balanced") & (runs["seed"] == 14), "test/rank_disparity"] += 1.0
+    runs.to_csv(folder / "runs.csv", index=False)
+    written = (folder / "claims.csv").read_text()
+    with pytest.raises(ValueError, match=r"mitigations/balanced/default/test: effect .*, recorded "):
+        results.redecide_study(folder, command="c")
+    assert (folder / "claims.csv").read_text() == written and results.read_manifest(folder) == manifest
 
 
 def test_a_readme_without_the_block_or_a_folder_without_a_study_is_named(tmp_path):
