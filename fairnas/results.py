@@ -35,6 +35,7 @@ import pandas as pd
 from fairnas.groups import mean_se
 from fairnas.io import write_csv_atomic, write_json_atomic, write_text_atomic
 from fairnas.study.claims import EXPLORATORY, HOLDS, PRIMARY
+from fairnas.study.inference import ZERO_VARIANCE, min_seeds
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 MANIFEST = "manifest.json"
@@ -195,29 +196,40 @@ def _data_line(folder: Path) -> str:
 
 def claims_table(folder: Path) -> str:
     """The README's claims table from a collected study (``claims.csv``): every primary claim with its seeds, the
-    effect on its deciding metric with the 95 % t-interval, the Holm-adjusted p, the minimum detectable effect and
-    the verdict; the exploratory claims counted, with how many have an unadjusted p below their level."""
+    effect on its deciding metric with the 95 % t-interval, the Holm-adjusted p of the t-test and of the exact
+    sign-flip test, the minimum detectable effect at the plan level and the verdict; the exploratory claims counted,
+    with how many hold (both unadjusted p below their level, at or above their seed floor). A manifest's
+    ``redecided`` records (:func:`redecide_study`) are named under the table."""
     claims = pd.read_csv(folder / "claims.csv")
     manifest = read_manifest(folder)
     primary = claims[claims["family"] == PRIMARY]
     exploratory = claims[claims["family"] == EXPLORATORY]
     rows = [
-        "| primary claim | seeds | deciding metric | effect [95 % CI] | Holm p | detectable effect | verdict |",
+        "| primary claim | seeds | deciding metric | effect [95 % CI] | Holm p: t-test, sign-flip | detectable effect "
+        "| verdict |",
         "| --- | ---: | --- | --- | ---: | ---: | --- |",
     ]
     for claim in primary.to_dict("records"):
-        effect = (
-            "n/a"
-            if pd.isna(claim["effect"])
-            else (f"{claim['effect']:+.3f} [{claim['ci_low']:+.3f}, {claim['ci_high']:+.3f}]")
-        )
+        if pd.isna(claim["effect"]):
+            effect = "n/a"
+        elif claim["status"] == ZERO_VARIANCE:
+            effect = f"{claim['effect']:+.3f} in every seed"
+        else:
+            effect = f"{claim['effect']:+.3f} [{claim['ci_low']:+.3f}, {claim['ci_high']:+.3f}]"
+        if claim["status"] == ZERO_VARIANCE:
+            detectable = "none: zero variance"
+        elif claim["mde"] == np.inf:
+            detectable = f"none below {min_seeds(claim['level'])} seeds"
+        else:
+            detectable = "" if pd.isna(claim["mde"]) else f"{claim['mde']:.3f}"
+        p_values = "" if pd.isna(claim["p_holm"]) else f"{claim['p_holm']:.3g}, {claim['p_exact_holm']:.3g}"
         cells = [
             claim["claim"],
             str(claim["n"]),
             claim["metric"].replace("/", " ").replace("_", " "),
             effect,
-            "" if pd.isna(claim["p_holm"]) else f"{claim['p_holm']:.3g}",
-            "" if pd.isna(claim["mde"]) else f"{claim['mde']:.3f}",
+            p_values,
+            detectable,
             f"**{claim['verdict']}**" if claim["verdict"] == HOLDS else claim["verdict"],
         ]
         rows.append(f"| {' | '.join(cells)} |")
@@ -225,20 +237,49 @@ def claims_table(folder: Path) -> str:
     timing = f"; {manifest['wall_minutes']} min wall" if "wall_minutes" in manifest else ""
     if manifest.get("training_minutes"):
         timing += f"; {sum(manifest['training_minutes'].values()):.0f} min of training, summed over its runs"
+    tested_primary = primary.dropna(subset=["p"])
+    floors = " or ".join(str(n) for n in sorted({min_seeds(level) for level in tested_primary["level"]}))
+    levels = " or ".join(f"{level:.2g}" for level in sorted(set(tested_primary["level"].round(8))))
+    redecided = [
+        f"Claims re-decided under the current rule from `{_relative(folder)}/runs.csv`, without training, by "
+        f"`{record['command']}` at commit {record['commit']} ({record['date']}): "
+        + _moved(record["verdicts_moved"])
+        + "."
+        for record in manifest.get("redecided", [])
+    ]
     return "\n".join(
         [
             *rows,
             "",
             f"Effects are the searched or mitigated model minus its baseline, paired by seed: negative is the claimed "
-            f"direction. A dominance claim is decided by the larger of its two p-values, so its row shows that "
-            f"metric. The detectable effect is the smallest one this many seeds would find with power 0.8 at the "
-            f"measured noise. {(primary['verdict'] == HOLDS).sum()} of {len(primary)} primary claims hold. There are "
-            f"also {len(exploratory)} exploratory claims, with unadjusted p: {(tested['p'] < tested['level']).sum()} "
-            f"of the {len(tested)} tested ones have p below {_levels(tested)} (`{_relative(folder)}/claims.csv`).",
+            f"direction. A claim holds only when both its one-sided t-test and its exact sign-flip test reject; a "
+            f"dominance claim needs both objectives, so each test takes the larger of their p-values, and its row "
+            f"shows the metric of the larger t-test p. The detectable effect is the smallest one this many seeds "
+            f"would find with power 0.8 at the measured noise, at the claim's plan level ({levels}: alpha / m for the "
+            f"m primary claims); below that level's seed floor ({floors} seeds) no effect is detectable and the "
+            f"claim reads too few seeds. {(primary['verdict'] == HOLDS).sum()} of {len(primary)} primary claims "
+            f"hold. There are also {len(exploratory)} exploratory claims, unadjusted: "
+            f"{(tested['verdict'] == HOLDS).sum()} of the {len(tested)} tested ones hold at {_levels(tested)} "
+            f"(`{_relative(folder)}/claims.csv`).",
             "",
             f"Data: `{_relative(folder)}/` ({len(manifest['files'])} tables), from `{manifest['commands'][0]}` at "
             f"commit {manifest['commit']} ({manifest['finished']}; {manifest['machine']}{timing}).",
+            *(["", *redecided] if redecided else []),
         ]
+    )
+
+
+def _moved(moved: dict[str, str]) -> str:
+    """The verdicts a re-decision moved, by change: how many, and which where only one or two did."""
+    by_change: dict[str, list[str]] = {}
+    for claim_id, change in moved.items():
+        by_change.setdefault(change, []).append(claim_id)
+    return (
+        "; ".join(
+            f"{len(ids)} {change}" + (f" ({', '.join(ids)})" if len(ids) <= 2 else "")
+            for change, ids in sorted(by_change.items(), key=lambda item: len(item[1]))
+        )
+        or "no verdict moved"
     )
 
 

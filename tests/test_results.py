@@ -226,7 +226,7 @@ def test_a_readme_without_the_block_or_a_folder_without_a_study_is_named(tmp_pat
 def test_the_claims_table_shows_every_primary_claim_and_counts_the_exploratory_ones(tmp_path, monkeypatch):
     folder = tmp_path / "results" / "showcase"
     folder.mkdir(parents=True)
-    claims = pd.read_csv(REPO / "tests" / "golden" / "smoke_study_claims.csv")  # a real study's claims.csv
+    claims = pd.read_csv(REPO / "tests" / "golden" / "smoke_study_claims.AuthenticAMD.csv")  # a real study's claims
     claims.loc[claims["id"] == "mitigations/flipped/default/test", ["verdict", "p_holm"]] = ["holds", 0.012]
     claims.to_csv(folder / "claims.csv", index=False)
     results.write_manifest(
@@ -244,12 +244,18 @@ def test_the_claims_table_shows_every_primary_claim_and_counts_the_exploratory_o
     assert len(rows) == (claims["family"] == "primary").sum() == 8
     flipped = "Flipped lowers the test rank disparity of default DPN | 2 | test rank disparity | -0.250 [-2.368, +1.868"
     assert flipped in rendered
-    assert rows[[row.startswith("| Flipped") for row in rows].index(True)].endswith("| 0.012 | 10.879 | **holds** |")
-    lcnet = "| the searched model dominates LCNet (test) | 2 | test rank disparity | +0.167 [-3.010, +3.343] | 1 |"
+    # both Holm p-values (t-test, sign-flip); below the floor of 0.05 / 8 (8 seeds) no effect is detectable
+    assert rows[[row.startswith("| Flipped") for row in rows].index(True)].endswith(
+        "| 0.012, 1 | none below 8 seeds | **holds** |"
+    )
+    lcnet = "| the searched model dominates LCNet (test) | 2 | test rank disparity | +0.042 [-3.664, +3.748] | 1, 1 |"
     assert lcnet in rendered
-    # 14 exploratory claims, one not applicable (no p); of the 13 tested, AdvERM's val claim has p = 0.045 < 0.05
-    counts = "1 of 8 primary claims hold. There are also 14 exploratory claims, with unadjusted p: 1 of the 13 "
-    assert counts in rendered
+    angular = "Angular lowers the test rank disparity of default DPN | 2 | test rank disparity | +0.000 in every seed |"
+    assert f"{angular} 1, 1 | none: zero variance | too few seeds |" in rendered  # degenerate: no interval
+    assert "at the claim's plan level (0.0063: alpha / m for the m primary claims)" in rendered
+    # 14 exploratory claims, one not applicable (no p); of the 13 tested none holds (two seeds: below the floor of 5)
+    counts = "1 of 8 primary claims hold. There are also 14 exploratory claims, unadjusted: 0 of the 13 tested ones "
+    assert counts in rendered and "re-decided" not in rendered
     assert (
         "from `python study.py experiment=smoke` at commit abc1234" in rendered
         and "2.0 min wall; 2 min of training, summed over its runs" in rendered
