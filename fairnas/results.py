@@ -10,6 +10,9 @@ the repository, so the README and the data cannot drift apart).
 ``python -m fairnas.results collect-study <study folder> results/<name> --command "..."`` copies a finished study's
 tables into a results folder and writes its manifest; ``python -m fairnas.results manifest results/<name> --command
 "..."`` writes the manifest of a folder a benchmark wrote into (e.g. ``bench/search_efficiency.py --runs-output``).
+``python -m fairnas.results redecide-study results/<name>`` decides a collected study's claims again under the
+current rule from its ``runs.csv``, without training (:mod:`fairnas.study.redecide`), and records what it changed in
+the manifest.
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ import numpy as np
 import pandas as pd
 
 from fairnas.groups import mean_se
-from fairnas.io import write_json_atomic, write_text_atomic
+from fairnas.io import write_csv_atomic, write_json_atomic, write_text_atomic
 from fairnas.study.claims import EXPLORATORY, HOLDS, PRIMARY
+from fairnas.study.inference import ZERO_VARIANCE, min_seeds
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 MANIFEST = "manifest.json"
@@ -71,6 +75,37 @@ def collect_study(
         training_minutes=training_minutes(study_dir),
         **(_time_logs(time_logs) if time_logs else {}),
     )
+
+
+def redecide_study(folder: Path, *, command: str, commit: str | None = None) -> dict:
+    """Decide the claims of a collected study (``folder``: ``runs.csv``, ``claims.csv``, ``manifest.json``) again
+    under the current rule from its runs, without training (:func:`fairnas.study.redecide.redecide`: every claim
+    must first reproduce its recorded statistics), write ``claims.csv`` atomically and add to the manifest's
+    ``redecided`` list what was done: the command, the commit, the date, the rule and every verdict that moved. The
+    run's own fields stay as they were. Returns the manifest."""
+    from fairnas.study.redecide import RULE, redecide
+
+    manifest = read_manifest(folder)
+    recorded = pd.read_csv(folder / "claims.csv")
+    decided = redecide(pd.read_csv(folder / "runs.csv"), recorded)
+    before = dict(zip(recorded["id"], recorded["verdict"], strict=True))
+    moved = {
+        row.id: f"{before[row.id]} -> {row.verdict}" for row in decided.itertuples() if before[row.id] != row.verdict
+    }
+    write_csv_atomic(decided, folder / "claims.csv")
+    manifest.setdefault("redecided", []).append(
+        {
+            "file": "claims.csv",
+            "from": "runs.csv (no training)",
+            "rule": RULE,
+            "command": command,
+            "commit": commit or source_commit(),
+            "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "verdicts_moved": moved,
+        }
+    )
+    write_json_atomic(folder / MANIFEST, manifest)
+    return manifest
 
 
 TRAINED = re.compile(r"study (\w+): \S+ done in (\d+) s")
@@ -161,29 +196,40 @@ def _data_line(folder: Path) -> str:
 
 def claims_table(folder: Path) -> str:
     """The README's claims table from a collected study (``claims.csv``): every primary claim with its seeds, the
-    effect on its deciding metric with the 95 % t-interval, the Holm-adjusted p, the minimum detectable effect and
-    the verdict; the exploratory claims counted, with how many have an unadjusted p below their level."""
+    effect on its deciding metric with the 95 % t-interval, the Holm-adjusted p of the t-test and of the exact
+    sign-flip test, the minimum detectable effect at the plan level and the verdict; the exploratory claims counted,
+    with how many hold (both unadjusted p below their level, at or above their seed floor). A manifest's
+    ``redecided`` records (:func:`redecide_study`) are named under the table."""
     claims = pd.read_csv(folder / "claims.csv")
     manifest = read_manifest(folder)
     primary = claims[claims["family"] == PRIMARY]
     exploratory = claims[claims["family"] == EXPLORATORY]
     rows = [
-        "| primary claim | seeds | deciding metric | effect [95 % CI] | Holm p | detectable effect | verdict |",
+        "| primary claim | seeds | deciding metric | effect [95 % CI] | Holm p: t-test, sign-flip | detectable effect "
+        "| verdict |",
         "| --- | ---: | --- | --- | ---: | ---: | --- |",
     ]
     for claim in primary.to_dict("records"):
-        effect = (
-            "n/a"
-            if pd.isna(claim["effect"])
-            else (f"{claim['effect']:+.3f} [{claim['ci_low']:+.3f}, {claim['ci_high']:+.3f}]")
-        )
+        if pd.isna(claim["effect"]):
+            effect = "n/a"
+        elif claim["status"] == ZERO_VARIANCE:
+            effect = f"{claim['effect']:+.3f} in every seed"
+        else:
+            effect = f"{claim['effect']:+.3f} [{claim['ci_low']:+.3f}, {claim['ci_high']:+.3f}]"
+        if claim["status"] == ZERO_VARIANCE:
+            detectable = "none: zero variance"
+        elif claim["mde"] == np.inf:
+            detectable = f"none below {min_seeds(claim['level'])} seeds"
+        else:
+            detectable = "" if pd.isna(claim["mde"]) else f"{claim['mde']:.3f}"
+        p_values = "" if pd.isna(claim["p_holm"]) else f"{claim['p_holm']:.3g}, {claim['p_exact_holm']:.3g}"
         cells = [
             claim["claim"],
             str(claim["n"]),
             claim["metric"].replace("/", " ").replace("_", " "),
             effect,
-            "" if pd.isna(claim["p_holm"]) else f"{claim['p_holm']:.3g}",
-            "" if pd.isna(claim["mde"]) else f"{claim['mde']:.3f}",
+            p_values,
+            detectable,
             f"**{claim['verdict']}**" if claim["verdict"] == HOLDS else claim["verdict"],
         ]
         rows.append(f"| {' | '.join(cells)} |")
@@ -191,20 +237,49 @@ def claims_table(folder: Path) -> str:
     timing = f"; {manifest['wall_minutes']} min wall" if "wall_minutes" in manifest else ""
     if manifest.get("training_minutes"):
         timing += f"; {sum(manifest['training_minutes'].values()):.0f} min of training, summed over its runs"
+    tested_primary = primary.dropna(subset=["p"])
+    floors = " or ".join(str(n) for n in sorted({min_seeds(level) for level in tested_primary["level"]}))
+    levels = " or ".join(f"{level:.2g}" for level in sorted(set(tested_primary["level"].round(8))))
+    redecided = [
+        f"Claims re-decided under the current rule from `{_relative(folder)}/runs.csv`, without training, by "
+        f"`{record['command']}` at commit {record['commit']} ({record['date']}): "
+        + _moved(record["verdicts_moved"])
+        + "."
+        for record in manifest.get("redecided", [])
+    ]
     return "\n".join(
         [
             *rows,
             "",
             f"Effects are the searched or mitigated model minus its baseline, paired by seed: negative is the claimed "
-            f"direction. A dominance claim is decided by the larger of its two p-values, so its row shows that "
-            f"metric. The detectable effect is the smallest one this many seeds would find with power 0.8 at the "
-            f"measured noise. {(primary['verdict'] == HOLDS).sum()} of {len(primary)} primary claims hold. There are "
-            f"also {len(exploratory)} exploratory claims, with unadjusted p: {(tested['p'] < tested['level']).sum()} "
-            f"of the {len(tested)} tested ones have p below {_levels(tested)} (`{_relative(folder)}/claims.csv`).",
+            f"direction. A claim holds only when both its one-sided t-test and its exact sign-flip test reject; a "
+            f"dominance claim needs both objectives, so each test takes the larger of their p-values, and its row "
+            f"shows the metric of the larger t-test p. The detectable effect is the smallest one this many seeds "
+            f"would find with power 0.8 at the measured noise, at the claim's plan level ({levels}: alpha / m for the "
+            f"m primary claims); below that level's seed floor ({floors} seeds) no effect is detectable and the "
+            f"claim reads too few seeds. {(primary['verdict'] == HOLDS).sum()} of {len(primary)} primary claims "
+            f"hold. There are also {len(exploratory)} exploratory claims, unadjusted: "
+            f"{(tested['verdict'] == HOLDS).sum()} of the {len(tested)} tested ones hold at {_levels(tested)} "
+            f"(`{_relative(folder)}/claims.csv`).",
             "",
             f"Data: `{_relative(folder)}/` ({len(manifest['files'])} tables), from `{manifest['commands'][0]}` at "
             f"commit {manifest['commit']} ({manifest['finished']}; {manifest['machine']}{timing}).",
+            *(["", *redecided] if redecided else []),
         ]
+    )
+
+
+def _moved(moved: dict[str, str]) -> str:
+    """The verdicts a re-decision moved, by change: how many, and which where only one or two did."""
+    by_change: dict[str, list[str]] = {}
+    for claim_id, change in moved.items():
+        by_change.setdefault(change, []).append(claim_id)
+    return (
+        "; ".join(
+            f"{len(ids)} {change}" + (f" ({', '.join(ids)})" if len(ids) <= 2 else "")
+            for change, ids in sorted(by_change.items(), key=lambda item: len(item[1]))
+        )
+        or "no verdict moved"
     )
 
 
@@ -378,6 +453,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     collect.add_argument(
         "--time-log", type=Path, nargs="+", default=[], help="/usr/bin/time -v's output, one file per invocation"
     )
+    again = commands.add_parser("redecide-study", help="decide a collected study's claims again under the current rule")
+    again.add_argument("folder", type=Path)
     describe = commands.add_parser("manifest", help="write a results folder's manifest.json")
     describe.add_argument("folder", type=Path)
     describe.add_argument("--command", action="append", required=True, help="a command that made the files (repeat)")
@@ -389,6 +466,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             args.study_dir, args.target, command=args.command, commit=args.commit, time_logs=args.time_log
         )
         print(json.dumps(manifest, indent=1))
+    elif args.action == "redecide-study":
+        command = f"python -m fairnas.results redecide-study {args.folder}"
+        print(json.dumps(redecide_study(args.folder, command=command), indent=1))
     elif args.action == "manifest":
         print(json.dumps(write_manifest(args.folder, commands=args.command, commit=args.commit), indent=1))
     elif args.action == "render":

@@ -156,7 +156,7 @@ CASES = [
     (
         "study",
         ["study.final.hand_designed_seeds=9"],
-        r"error: study.final.hand_designed_seeds=9 must be at most study.final.seeds=6",
+        r"error: study.final.hand_designed_seeds=9 must be at most study.final.seeds=8",
     ),
     (
         "study",

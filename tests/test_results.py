@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -174,6 +175,45 @@ def test_a_finished_study_is_collected_with_its_manifest(tmp_path):
     assert resumed["wall_minutes"] == 120.0 and resumed["peak_memory_gb"] == 4.5 and resumed["invocations"] == 2
 
 
+def test_a_collected_studys_claims_are_decided_again_from_its_runs_without_training(tmp_path, capsys):
+    """The showcase's claims under the current rule (both tests, the floor of 8 seeds at 0.05 / 7) from its
+    committed runs.csv: every claim first reproduces its recorded t-test, and the run's own manifest fields stay."""
+    folder = tmp_path / "showcase"
+    shutil.copytree(REPO / "results" / "showcase", folder)
+    before = results.read_manifest(folder)
+    results.main(["redecide-study", str(folder)])
+    manifest = json.loads(capsys.readouterr().out)
+    assert manifest == results.read_manifest(folder)
+    assert {key: manifest[key] for key in before if key != "redecided"} == {
+        key: value for key, value in before.items() if key != "redecided"
+    }
+    record = manifest["redecided"][-1]
+    assert record["command"] == f"python -m fairnas.results redecide-study {folder}" and record["commit"]
+    table = pd.read_csv(folder / "claims.csv").set_index("id")
+    assert list(table.reset_index().columns) == list(claims.COLUMNS)
+    balanced = table.loc["mitigations/balanced/default/test"]
+    assert balanced["n"] == 7 and balanced["p_holm"] == pytest.approx(0.00864728879621452)  # the t-test alone: holds
+    assert balanced["p_exact"] == 1 / 128 and balanced["p_exact_holm"] == pytest.approx(7 / 128)
+    assert balanced["level"] == pytest.approx(0.05 / 7) and balanced["verdict"] == claims.TOO_FEW_SEEDS
+    primary = table[table["family"] == claims.PRIMARY]
+    assert (primary["verdict"] == claims.TOO_FEW_SEEDS).all()  # 7 or 5 seeds, below the floor of 8
+    assert table.loc["mitigations/angular/default/test", "status"] == "degenerate: zero variance"
+    held = table[table["verdict"] == claims.HOLDS].index
+    assert list(held) == [
+        "final/dominates/default/val",
+        "robustness/adverm/default/val",
+        "robustness/adverm/default/test",
+    ]
+    # a claim that does not reproduce its recorded statistics stops it, naming the claim; nothing is written
+    runs = pd.read_csv(folder / "runs.csv")
+    runs.loc[(runs["mitigation"] == "balanced") & (runs["seed"] == 14), "test/rank_disparity"] += 1.0
+    runs.to_csv(folder / "runs.csv", index=False)
+    written = (folder / "claims.csv").read_text()
+    with pytest.raises(ValueError, match=r"mitigations/balanced/default/test: effect .*, recorded "):
+        results.redecide_study(folder, command="c")
+    assert (folder / "claims.csv").read_text() == written and results.read_manifest(folder) == manifest
+
+
 def test_a_readme_without_the_block_or_a_folder_without_a_study_is_named(tmp_path):
     with pytest.raises(ValueError, match=r"no block <!-- results:\w+ -->"):
         results.render("no markers here\n")
@@ -186,7 +226,7 @@ def test_a_readme_without_the_block_or_a_folder_without_a_study_is_named(tmp_pat
 def test_the_claims_table_shows_every_primary_claim_and_counts_the_exploratory_ones(tmp_path, monkeypatch):
     folder = tmp_path / "results" / "showcase"
     folder.mkdir(parents=True)
-    claims = pd.read_csv(REPO / "tests" / "golden" / "smoke_study_claims.csv")  # a real study's claims.csv
+    claims = pd.read_csv(REPO / "tests" / "golden" / "smoke_study_claims.AuthenticAMD.csv")  # a real study's claims
     claims.loc[claims["id"] == "mitigations/flipped/default/test", ["verdict", "p_holm"]] = ["holds", 0.012]
     claims.to_csv(folder / "claims.csv", index=False)
     results.write_manifest(
@@ -204,12 +244,18 @@ def test_the_claims_table_shows_every_primary_claim_and_counts_the_exploratory_o
     assert len(rows) == (claims["family"] == "primary").sum() == 8
     flipped = "Flipped lowers the test rank disparity of default DPN | 2 | test rank disparity | -0.250 [-2.368, +1.868"
     assert flipped in rendered
-    assert rows[[row.startswith("| Flipped") for row in rows].index(True)].endswith("| 0.012 | 10.879 | **holds** |")
-    lcnet = "| the searched model dominates LCNet (test) | 2 | test rank disparity | +0.167 [-3.010, +3.343] | 1 |"
+    # both Holm p-values (t-test, sign-flip); below the floor of 0.05 / 8 (8 seeds) no effect is detectable
+    assert rows[[row.startswith("| Flipped") for row in rows].index(True)].endswith(
+        "| 0.012, 1 | none below 8 seeds | **holds** |"
+    )
+    lcnet = "| the searched model dominates LCNet (test) | 2 | test rank disparity | +0.042 [-3.664, +3.748] | 1, 1 |"
     assert lcnet in rendered
-    # 14 exploratory claims, one not applicable (no p); of the 13 tested, AdvERM's val claim has p = 0.045 < 0.05
-    counts = "1 of 8 primary claims hold. There are also 14 exploratory claims, with unadjusted p: 1 of the 13 "
-    assert counts in rendered
+    angular = "Angular lowers the test rank disparity of default DPN | 2 | test rank disparity | +0.000 in every seed |"
+    assert f"{angular} 1, 1 | none: zero variance | too few seeds |" in rendered  # degenerate: no interval
+    assert "at the claim's plan level (0.0063: alpha / m for the m primary claims)" in rendered
+    # 14 exploratory claims, one not applicable (no p); of the 13 tested none holds (two seeds: below the floor of 5)
+    counts = "1 of 8 primary claims hold. There are also 14 exploratory claims, unadjusted: 0 of the 13 tested ones "
+    assert counts in rendered and "re-decided" not in rendered
     assert (
         "from `python study.py experiment=smoke` at commit abc1234" in rendered
         and "2.0 min wall; 2 min of training, summed over its runs" in rendered

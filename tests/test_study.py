@@ -25,6 +25,7 @@ from fairnas.study import claims
 from fairnas.study import runs as study_runs
 from fairnas.study.checks import check_study
 from fairnas.study.context import StudyContext
+from fairnas.study.inference import ZERO_VARIANCE
 from fairnas.study.stages import STAGES, Stage, check_stages, register, run_stage
 from fairnas.validation import SettingError
 from tests.helpers import assert_matches_golden, chromium, needs_chromium, page_overflows
@@ -84,8 +85,12 @@ def test_every_stage_runs_and_every_claim_is_decided_from_the_runs(smoke_study):
     assert set(table["stage"]) == {name for name, stage in STAGES.items() if stage.claims}
     assert all(row["id"].startswith(STAGES[row["stage"]].claims) for row in table.to_dict("records"))
     assert_matches_golden(table, "smoke_study_claims.csv")
-    # two seeds are below the five at which any claim can hold
+    # two seeds are below every claim's floor (8 for the primary family, 5 for an exploratory claim), and the report
+    # says so plainly, in its header and above the claims
     assert set(table["verdict"]) <= {claims.TOO_FEW_SEEDS, claims.NOT_APPLICABLE}
+    assert (out / "report.md").read_text().count(
+        "No claim of this study can hold: every tested claim rests on 2 seeds"
+    ) == 2
     # one claim recomputed from runs.csv: a mitigation's effect, paired by seed with its baseline
     row = table[table["id"] == "mitigations/balanced/default/test"].iloc[0]
     model = row["claim"].split(" of ", 1)[1]
@@ -97,9 +102,18 @@ def test_every_stage_runs_and_every_claim_is_decided_from_the_runs(smoke_study):
     if difference.std() > 0:
         expected = stats.ttest_rel(treated["test/rank_disparity"], baseline["test/rank_disparity"], alternative="less")
         assert row["p"] == pytest.approx(expected.pvalue)
+        flips = stats.permutation_test(
+            (difference.to_numpy(),), np.mean, permutation_type="samples", n_resamples=np.inf, alternative="less"
+        )
+        assert row["p_exact"] == pytest.approx(flips.pvalue)
     primary = table[table["family"] == "primary"]
     assert set(primary["id"]) >= {"final/dominates/default/test", "mitigations/sensitivenets/default/test"}
     assert primary["p_holm"].notna().all() and table.loc[table["family"] == "exploratory", "p_holm"].isna().all()
+    assert primary["p_exact_holm"].notna().all()
+    tested = primary[primary["verdict"] != claims.NOT_APPLICABLE]
+    assert (tested["level"] == 0.05 / len(tested)).all()  # the plan level alpha / m, whatever the p-values
+    degenerate = table[table["status"] == ZERO_VARIANCE]  # no spread: no interval, no detectable effect
+    assert degenerate[["ci_low", "ci_high", "mde"]].isna().all().all()
     # the compared candidate was chosen by the search's own final stage: its configuration of lowest error
     answer = pd.read_csv(out / "search" / "final_front.csv")
     searched = final[final["kind"] == "searched"]["model"].unique()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import pandas as pd
 from matplotlib.figure import Figure
@@ -57,7 +57,7 @@ class StudyContext:
         self.default: str = settings.default_model.name
         self.models[self.default] = ("default", tuple(settings.default_model.overrides))
         self.reserved = {int(seed) for seed in settings.reserved_seeds}  # no comparison trains with them
-        self.claim_settings = ClaimSettings.from_mapping(OmegaConf.to_container(settings.claims))
+        self.claim_settings = ClaimSettings.from_mapping(cast(dict[str, Any], OmegaConf.to_container(settings.claims)))
 
     @property
     def settings(self) -> DictConfig:

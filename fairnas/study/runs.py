@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 from omegaconf import OmegaConf
@@ -70,7 +71,7 @@ def changes_training(baseline: Sequence[str], mitigated: Sequence[str]) -> bool:
     def resolved(overrides: Sequence[str]) -> dict:
         config = compose_config("train", list(overrides), output_dir=".")
         config.data_info = UNSET_DATA_INFO  # what the data decides when a run starts; the same for both
-        return OmegaConf.to_container(config, resolve=True)
+        return cast(dict, OmegaConf.to_container(config, resolve=True))
 
     before, after = resolved(baseline), resolved(mitigated)
     treatment = after.pop("mitigation", None) or {}

@@ -5,7 +5,7 @@ each: :mod:`fairnas.validation`): seeds, model kinds, and the configurations the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
@@ -25,13 +25,14 @@ def search_settings(study: DictConfig) -> dict[str, Any]:
     """The study's search settings: ``conf/search/local.yaml``'s with ``study.search`` on top (resolved); a
     ``total_budget`` of null is ``full_trials`` times ``max_budget`` epochs, so that the default fits any epochs."""
     defaults = compose_config("search", [], output_dir=".").search
-    own = OmegaConf.to_container(study.search, resolve=True)
-    full_trials = own.pop("full_trials", None)  # type: ignore[union-attr]
+    own = cast(dict[str, Any], OmegaConf.to_container(study.search, resolve=True))
+    full_trials = own.pop("full_trials", None)
     merged = OmegaConf.to_container(OmegaConf.merge(defaults, OmegaConf.create(own)), resolve=True)
-    if merged["total_budget"] is None and merged.get("n_trials") is None and full_trials is not None:  # type: ignore[index]
+    merged = cast(dict[str, Any], merged)
+    if merged["total_budget"] is None and merged.get("n_trials") is None and full_trials is not None:
         full_trials = Settings("study.search.").integer("full_trials", full_trials, minimum=1)
-        merged["total_budget"] = full_trials * merged["max_budget"]  # type: ignore[index]
-    return merged  # type: ignore[return-value]
+        merged["total_budget"] = full_trials * merged["max_budget"]
+    return merged
 
 
 def planned_search_seeds(settings: dict[str, Any]) -> set[int]:
@@ -59,7 +60,8 @@ def hand_designed_models(study: DictConfig) -> dict[str, list[str]]:
     models = {}
     for name in sweep.vary:
         hyperparameter = configspace[name]
-        for value in getattr(hyperparameter, "choices", None) or getattr(hyperparameter, "sequence", ()):
+        values = getattr(hyperparameter, "choices", None) or getattr(hyperparameter, "sequence", None)
+        for value in values or ():
             config = {**constants, name: value}
             models[str(value)] = space.overrides(config)
     return models

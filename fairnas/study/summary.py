@@ -1,6 +1,6 @@
 """A study's summary, written when its stages are done: ``claims.csv`` (every claim decided together: Holm's
-correction spans the primary ones), ``runs.csv``, the forest plot, and the pages ``report.md`` and ``report.html``
-with each stage's claims leading its findings."""
+correction spans the primary ones, and their plan level is ``alpha / m``), ``runs.csv``, the forest plot, and the
+pages ``report.md`` and ``report.html`` with each stage's claims leading its findings."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 
 from fairnas.study import claims
 from fairnas.study.context import StudyContext
-from fairnas.study.inference import min_seeds
+from fairnas.study.inference import family_min_seeds, min_seeds
 from fairnas.study.report import StageReport, forest_figure, write_pages
 
 log = logging.getLogger(__name__)
@@ -44,9 +44,13 @@ def write_summary(context: StudyContext) -> Summary:
     times = {stage.name: stage.seconds for stage in context.reports}
     holding = int((decided["verdict"] == claims.HOLDS).sum())
     primary = decided[decided["family"] == claims.PRIMARY]
+    tested = primary[primary["verdict"] != claims.NOT_APPLICABLE]
     rule = (
-        f"one-sided paired t-tests; the primary claims' family-wise error rate held at {settings.alpha:g} by Holm's "
-        f"method, exploratory claims unadjusted; no claim holds on fewer than {min_seeds(settings.alpha)} seeds"
+        f"a one-sided paired t-test and an exact sign-flip test, both required; the primary claims' family-wise error "
+        f"rate held at {settings.alpha:g} by Holm's method on each test's p-values, exploratory claims unadjusted; "
+        f"no primary claim holds on fewer than {family_min_seeds(settings.alpha, len(tested))} seeds (the family's "
+        f"first step, {settings.alpha:g} / {max(1, len(tested))}), no exploratory claim on fewer than "
+        f"{min_seeds(settings.alpha)}"
     )
     counts = decided.groupby(["family", "verdict"]).size()
     tally = "; ".join(
@@ -60,6 +64,10 @@ def write_summary(context: StudyContext) -> Summary:
         "primary claims holding": f"{(primary['verdict'] == claims.HOLDS).sum()} of {len(primary)} ({rule}); "
         f"all claims: {holding} of {len(decided)}",
     }
+    floor = claims.below_floor(decided)
+    if floor:  # a study too small for its claims: say so where the verdicts are read
+        header["seed floor"] = floor
+        log.warning("study: %s", floor)
     unmatched = settings.unmatched(list(decided["id"]))
     if unmatched:  # a typo would leave the paper's claims exploratory and unadjusted: say so where it is read
         header["study.claims.primary"] = f"patterns that name no claim of this study: {unmatched}"
@@ -68,10 +76,10 @@ def write_summary(context: StudyContext) -> Summary:
     overview = StageReport(
         "claims",
         "Claims",
-        "The forest plot shows every claim's effect in the claimed direction with its 95 % interval, in units of "
-        "its paired s.d. (right of 0: the claimed way), coloured by verdict; the table has the numbers, each "
-        "stage below its claims in words.",
-        [f"Verdicts ({rule}): {tally}."],
+        "The forest plot shows every claim's effect in the claimed direction in units of its paired s.d. (d_z; right "
+        "of 0: the claimed way) with its 95 % noncentral-t interval, coloured by verdict (hollow: zero variance, no "
+        "interval); the table has the numbers, each stage below its claims in words.",
+        [f"Verdicts ({rule}): {tally}.", *([floor] if floor else [])],
         {"claims": context.output_dir / "claims.csv", "runs": context.output_dir / "runs.csv"},
         {"claims_forest": forest},
         sum(times.values()),
