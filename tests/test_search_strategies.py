@@ -126,7 +126,7 @@ def _diverging(config, seed, budget):
 
 
 def test_crashed_trials_are_recorded_off_the_front(tmp_path, strategy):
-    result = _strategy_search(tmp_path, strategy, target=_diverging, n_trials=20)
+    result = _strategy_search(tmp_path, strategy, target=_diverging, n_trials=20, fail_fast=0)  # half the space
     trials = result.trials
     crashed = trials[trials["status"] == "crashed"]
     assert len(trials) == 20 and 0 < len(crashed) < 20 and (crashed[["f1", "f2"]] == 1000.0).all().all()
@@ -136,7 +136,7 @@ def test_crashed_trials_are_recorded_off_the_front(tmp_path, strategy):
 
 @pytest.mark.extra("moasha")
 def test_moasha_never_continues_a_crashed_trial(tmp_path):
-    trials = _search(tmp_path, target=_diverging, strategy="moasha", n_trials=20).trials
+    trials = _search(tmp_path, target=_diverging, strategy="moasha", n_trials=20, fail_fast=0).trials
     assert (trials.loc[trials["status"] == "crashed", "budget"] == 1.0).all()  # it left no checkpoint to continue
 
 

@@ -333,8 +333,9 @@ class _SearchLoop:
             if len(self._held) >= self._settings.fail_fast:
                 raise TrialsCrashAlike(
                     f"the search's first {len(self._held)} trials all crashed with the same error, so it stopped "
-                    f"before spending its budget: {error} (fix the cause and run the same command again; "
-                    "search.fail_fast=0 runs every trial regardless)"
+                    f"before spending its budget: {error} (a setting or the environment fails every trial alike: fix "
+                    "it and run the same command again; if the error depends on the configuration, as a learning "
+                    "rate that diverges does, search.fail_fast=0 runs every trial regardless)"
                 )
             return
         self._proven = True

@@ -84,7 +84,7 @@ class SearchSettings:
     strategy: str = "smac"
     seed: int = 0
     crash_cost: float | tuple[float, ...] = 1000.0
-    fail_fast: int = 3
+    fail_fast: int = 5
     reference_point: tuple[float, ...] | None = None
     n_workers: int = 1
     dask_address: str | None = None
