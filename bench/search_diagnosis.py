@@ -57,6 +57,7 @@ from fairnas.groups import mean_se
 from fairnas.io import write_text_atomic
 from fairnas.models.ops import OPERATIONS
 from fairnas.search.encoding import CATEGORICAL, SpaceEncoding
+from fairnas.search.pareto import non_dominated_mask
 
 FIDELITIES = (1, 2, 3, 4)
 MAX_BUDGET = 4
@@ -282,7 +283,7 @@ def fidelity_signal(
     """Arrays [configuration, epoch, objective] of the sample: true means, one simulated run, its predicted seed s.d.
     Rows: Kendall's tau of each epoch's value (true, or one observed run) with the true last-epoch value, over the
     sample and within its top quartile by true last-epoch error; and, in the top quartile, the s.d. of the true values
-    against the median seed s.d. at the last epoch."""
+    against the median seed s.d. at the last epoch; per epoch, :func:`promotion_rules` on the observed run."""
     top = true[:, -1, 0] <= np.quantile(true[:, -1, 0], 0.25)
     rows = []
     for k, objective in enumerate(OBJECTIVES):
@@ -303,6 +304,19 @@ def fidelity_signal(
                             "n": int(mask.sum()),
                         }
                     )
+        if k == 0:
+            for epoch in range(true.shape[1]):
+                for rule, (mean, se) in promotion_rules(observed[:, epoch], top, rng).items():
+                    rows.append(
+                        {
+                            "objective": "both",
+                            "configs": "rungs of 16",
+                            "quantity": f"promoted_top25_epoch{epoch + 1}_{rule}",
+                            "mean": mean,
+                            "se": se,
+                            "n": 2000,
+                        }
+                    )
         spread = float(true[top, -1, k].std(ddof=1))
         noise = float(np.median(noise_sd[top, -1, k]))
         for quantity, value in (
@@ -321,6 +335,35 @@ def fidelity_signal(
                 }
             )
     return pd.DataFrame(rows)
+
+
+def promotion_rules(
+    observed: np.ndarray, inside: np.ndarray, rng: np.random.Generator, rung: int = 16, repeats: int = 2000
+) -> dict[str, tuple[float, float]]:
+    """How well each promotion rule picks, from one observed run at one epoch (``observed``: [configuration,
+    objective], error first): over ``repeats`` random rungs of ``rung`` configurations, the share of the half it
+    promotes that lies in ``inside`` (e.g. the top quartile by true last-epoch error), mean and standard error. Rules:
+    ``error`` (lowest observed error), ``nondominated`` (non-dominated sorting, ties by error, as a multi-objective
+    successive halving ranks), ``parego`` (ParEGO's augmented Chebyshev scalarisation, a fresh random weight per rung,
+    rho 0.05, objectives scaled to the rung's range) and ``random``."""
+    shares: dict[str, list[float]] = {"error": [], "nondominated": [], "parego": [], "random": []}
+    keep = rung // 2
+    for _ in range(repeats):
+        rows = rng.choice(len(observed), rung, replace=False)
+        values = observed[rows]
+        shares["error"].append(inside[rows[np.argsort(values[:, 0], kind="stable")[:keep]]].mean())
+        fronts = np.zeros(rung, dtype=int)
+        left, front = np.arange(rung), 0
+        while len(left):
+            mask = non_dominated_mask(values[left])
+            fronts[left[mask]], left, front = front, left[~mask], front + 1
+        shares["nondominated"].append(inside[rows[np.lexsort((values[:, 0], fronts))[:keep]]].mean())
+        weight = rng.dirichlet(np.ones(values.shape[1]))
+        scaled = (values - values.min(axis=0)) / np.maximum(values.max(axis=0) - values.min(axis=0), 1e-12)
+        scalar = (weight * scaled).max(axis=1) + 0.05 * (weight * scaled).sum(axis=1)
+        shares["parego"].append(inside[rows[np.argsort(scalar, kind="stable")[:keep]]].mean())
+        shares["random"].append(inside[rows[:keep]].mean())
+    return {rule: mean_se(values) for rule, values in shares.items()}
 
 
 # --- model quality ------------------------------------------------------------------------------------------------

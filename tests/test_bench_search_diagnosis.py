@@ -159,3 +159,14 @@ def test_operation_features_read_kernel_size_and_norm():
     assert by_slot["op0"] == [0.5, 0.0, 1.0, 0.0]  # Conv3x3Bn: kernel 3, batch norm after
     assert by_slot["op1"] == [0.0, 1.0, 0.0, 0.0]  # BnConv1x1: kernel 1, batch norm before
     assert by_slot["op2"] == [1.0, 0.0, 0.0, 1.0]  # Conv5x5: kernel 5, no batch norm
+
+
+def test_promotion_rules_promote_the_observed_best():
+    # 16 configurations whose observed error and rank disparity both rise with the index; the best 8 are inside
+    observed = np.column_stack([np.linspace(0.4, 0.9, 16), np.linspace(1.0, 9.0, 16)])
+    inside = np.arange(16) < 8
+    rules = diagnosis.promotion_rules(observed, inside, np.random.default_rng(0), rung=16, repeats=5)
+    assert rules["error"] == (1.0, 0.0)  # every rung holds all 16: the 8 lowest errors are the 8 inside
+    assert rules["nondominated"] == (1.0, 0.0)  # one configuration per front, in the order of the index
+    assert rules["parego"] == (1.0, 0.0)  # either weight ranks them in the same order
+    assert 0.0 <= rules["random"][0] <= 1.0
