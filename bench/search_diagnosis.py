@@ -32,7 +32,7 @@ search is run. Per method and budget, mean ± standard error over seeds:
 
     PYTHONHASHSEED=0 OMP_NUM_THREADS=1 python bench/search_diagnosis.py --runs outputs/search_comparison \\
         --quality results/search_comparison/quality.csv --epochs 120 240 \\
-        --output results/search_diagnosis/diagnosis.csv --runs-output results/search_diagnosis/runs.csv
+        --output results/search_diagnosis/diagnosis.csv --runs-output outputs/search_diagnosis_runs.csv
 """
 
 from __future__ import annotations
