@@ -108,7 +108,7 @@ class FaceRecognitionModule(pl.LightningModule):
         bar when there is one)."""
         if self._has_progress_bar():
             self.log("train/loss", loss, prog_bar=True, batch_size=batch_size)
-            values = {}
+            values: dict[str, torch.Tensor] = {}
         else:
             values = {"train/loss": loss.detach()}
         values.update({f"train/{name}": value.detach() for name, value in terms.items()})
@@ -118,7 +118,7 @@ class FaceRecognitionModule(pl.LightningModule):
         """Whether this training step's losses are logged: only in the steps whose metrics Lightning hands to the
         loggers (every ``trainer.log_every_n_steps``-th step, and a step after which training stops), or in every
         step when a progress bar shows the loss. The loggers' curves are the same as when every step is logged;
-        the other steps skip Lightning's logging machinery, most of a step's host time on a small model
+        the other steps skip Lightning's logging machinery, the largest share of a step's host time on a small model
         (``python bench/training_speed.py --parts overhead``)."""
         trainer = self._trainer
         if trainer is None or self._has_progress_bar():
