@@ -161,8 +161,20 @@ class EveryStepLogging(FaceRecognitionModule):
         return True
 
 
+class StopAt(pl.Callback):
+    """Stops training after global step ``step`` (as e.g. Lightning's ``Timer`` does, in ``on_train_batch_end``)."""
+
+    def __init__(self, step: int | None):
+        self.step = step
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step == self.step:
+            trainer.should_stop = True
+
+
 @pytest.mark.filterwarnings("ignore")
-def test_the_loggers_get_the_same_losses_as_when_every_step_was_logged(tmp_path):
+@pytest.mark.parametrize("stop", [None, 7], ids=["all steps", "stopped after a step not logged"])
+def test_the_loggers_get_the_same_losses_as_when_every_step_was_logged(tmp_path, stop):
     module = tiny_module()
     before = EveryStepLogging(
         embedder=copy.deepcopy(module.embedder),
@@ -173,9 +185,10 @@ def test_the_loggers_get_the_same_losses_as_when_every_step_was_logged(tmp_path)
         group_order=module.group_order,
     )
     now, then = Recorder(), Recorder()
-    fit(module, [], logger=now, default_root_dir=tmp_path / "now")
-    fit(before, [], logger=then, default_root_dir=tmp_path / "then")
-    assert now.calls == then.calls and len(now.calls) == STEPS // LOG_EVERY
+    fit(module, [StopAt(stop)], logger=now, default_root_dir=tmp_path / "now")
+    fit(before, [StopAt(stop)], logger=then, default_root_dir=tmp_path / "then")
+    assert now.calls == then.calls
+    assert [step for step, _ in now.calls] == ([4, 9, 14, 19] if stop is None else [4, 6])
     assert {"train/loss", "train/classification"} <= set(now.calls[0][1])
     for a, b in zip(module.parameters(), before.parameters(), strict=True):
         assert torch.equal(a, b)  # the same training, to the bit

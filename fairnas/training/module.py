@@ -18,7 +18,7 @@ from fairnas.training.distributed import gather_split
 EVAL_STAGES = ("val", "test")
 FINITE_CHECK_EVERY = 50
 """Training steps between reads of whether every loss was finite (each read waits for the GPU's queued work)."""
-_PLAIN_ATTRIBUTES = frozenset({"_current_fx_name", "_loss_finite", "_unchecked_batches"})
+_PLAIN_ATTRIBUTES = frozenset({"_current_fx_name", "_loss_finite", "_unchecked_batches", "_unlogged"})
 
 
 class FaceRecognitionModule(pl.LightningModule):
@@ -66,9 +66,10 @@ class FaceRecognitionModule(pl.LightningModule):
         self._outputs: dict[str, list[dict[str, torch.Tensor]]] = {stage: [] for stage in EVAL_STAGES}
         self._loss_finite: torch.Tensor | None = None
         self._unchecked_batches = 0  # training batches since the last check of _loss_finite
+        self._unlogged: tuple[torch.Tensor, dict[str, torch.Tensor], int] | None = None  # this step's, if not logged
 
     def __setattr__(self, name: str, value) -> None:
-        # Lightning sets _current_fx_name around every hook it calls (about 20 a training step); nn.Module's
+        # Lightning sets _current_fx_name around every hook it calls (24 a training step); nn.Module's
         # __setattr__ checks each value against parameters, modules and buffers, a few microseconds apiece. These
         # attributes are never any of those, so they are set directly (bench/training_speed.py --parts overhead).
         if name in _PLAIN_ATTRIBUTES:
@@ -101,6 +102,9 @@ class FaceRecognitionModule(pl.LightningModule):
         self._unchecked_batches += 1
         if self._should_log_step():
             self._log_step(loss, terms, len(batch["label"]))
+            self._unlogged = None
+        else:  # logged after all if training stops after this step (see on_train_batch_end)
+            self._unlogged = (loss, terms, len(batch["label"]))
         return loss
 
     def _log_step(self, loss: torch.Tensor, terms: Mapping[str, torch.Tensor], batch_size: int) -> None:
@@ -116,10 +120,11 @@ class FaceRecognitionModule(pl.LightningModule):
 
     def _should_log_step(self) -> bool:
         """Whether this training step's losses are logged: only in the steps whose metrics Lightning hands to the
-        loggers (every ``trainer.log_every_n_steps``-th step, and a step after which training stops), or in every
-        step when a progress bar shows the loss. The loggers' curves are the same as when every step is logged;
-        the other steps skip Lightning's logging machinery, the largest share of a step's host time on a small model
-        (``python bench/training_speed.py --parts overhead``)."""
+        loggers (every ``trainer.log_every_n_steps``-th step, and a step after which training stops; one that a
+        callback stops is logged in ``on_train_batch_end``), or in every step when a progress bar shows the
+        loss. The loggers' curves are the same as when every step is logged; the other steps skip Lightning's
+        logging machinery, the largest share of a step's host time on a small model (``python
+        bench/training_speed.py --parts overhead``)."""
         trainer = self._trainer
         if trainer is None or self._has_progress_bar():
             return True
@@ -131,6 +136,9 @@ class FaceRecognitionModule(pl.LightningModule):
         return self._trainer is not None and self._trainer.progress_bar_callback is not None
 
     def on_train_batch_end(self, outputs, batch: dict, batch_idx: int) -> None:
+        if self._unlogged is not None and self.trainer.should_stop:  # e.g. a callback stopped training here:
+            self._log_step(*self._unlogged)  # Lightning hands this step's metrics to the loggers
+        self._unlogged = None
         if (batch_idx + 1) % FINITE_CHECK_EVERY == 0:
             self._check_finite_loss()
 
