@@ -12,6 +12,15 @@ Two parts, both on pre-built random batches (data loading is excluded; ``bench/d
   ``channels_last`` (``--channels-last``) and ``torch.compile`` (``--compile``, timed after compilation), as a ratio
   to the same model's fp32 eager run, and each model's training GFLOP per image (3x the forward pass's,
   ``torch.utils.flop_counter``), from which ``bench/gpu_check.py`` computes the model FLOP utilisation.
+- ``overhead``: the host time Lightning adds per step, with a near-zero model on the CPU (flatten + one 16-wide
+  linear layer at 8 px, batch 4, one intra-op thread): ms/step of the bare loop and of Lightning with the module as
+  it is, logging every step, and as before 2026-11-28 (every step logged, Lightning's per-hook attribute set through
+  ``nn.Module.__setattr__``), in ``--overhead-repeats`` rounds of ``--overhead-steps`` timed steps after 50 (median,
+  min, max, and each median's excess over the bare loop's; goal: at most ``OVERHEAD_GOAL_MS``); then Lightning's
+  host time by group (the model's own work, fairnas's ``training_step`` and hooks, logging, hook dispatch,
+  callbacks, the optimisation closure, the optimizer wrapper, data loader and batch transfer, the loop), traced with
+  ``sys.setprofile`` and scaled to the measured ms/step, and the functions with the most time of their own
+  (``overhead.csv``, ``overhead_breakdown.csv``, ``overhead_functions.csv``).
 - ``profile``: the ``loop`` part's Lightning steps under ``torch.profiler``: per timed step, the wall and host
   milliseconds, the device-to-host reads (``aten::_local_scalar_dense``: ``.item()``, ``bool(tensor)``; on a GPU
   each waits for the queued work) and the stream synchronisations, and the operations that take the most host and
@@ -26,6 +35,7 @@ absolute speed). On a GPU, one command:
 
     python bench/training_speed.py --device cuda --batch-size 128 --steps 50 --channels-last --compile
     python bench/training_speed.py --parts showcase --batch-size 128     # the showcase's batches
+    python bench/training_speed.py --parts overhead                       # host time per step, CPU, ~30 s
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ import argparse
 import copy
 import os
 import platform
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -47,12 +58,14 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from fairnas.config import compose_config
 from fairnas.search import load_space
+from fairnas.search.parallel import with_threads
 from fairnas.training.build import build_embedder, instantiate_partial
 from fairnas.training.module import FaceRecognitionModule
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 NUM_CLASSES = 100
 LOOP_GOAL = 0.95
+OVERHEAD_GOAL_MS = 0.3  # Lightning's host time per step over the bare loop's, near-zero model on the CPU
 
 
 @dataclass(frozen=True)
@@ -65,13 +78,14 @@ class Setting:
     bf16: bool = False  # the loop comparison under bf16 autocast (Lightning: precision bf16-mixed)
 
 
-def build_module(overrides: list[str]) -> FaceRecognitionModule:
-    """The training module a ``train.py`` config with ``overrides`` builds, without its data (NUM_CLASSES classes)."""
+def build_module(overrides: list[str], embedder: torch.nn.Module | None = None) -> FaceRecognitionModule:
+    """The training module a ``train.py`` config with ``overrides`` builds, without its data (NUM_CLASSES classes);
+    ``embedder`` replaces the configured backbone and neck (its output width must be ``embedding_dim``)."""
     with tempfile.TemporaryDirectory() as folder:
         cfg = compose_config("train", ["scheduler=constant", "logger=none", *overrides], output_dir=folder)
     head = instantiate_partial(cfg.head, "head")(embedding_dim=cfg.embedding_dim, num_classes=NUM_CLASSES)
     return FaceRecognitionModule(
-        embedder=build_embedder(cfg),
+        embedder=build_embedder(cfg) if embedder is None else embedder,
         head=head,
         loss=instantiate(cfg.loss),
         optimizer=instantiate_partial(cfg.optimizer, "optimizer"),
@@ -236,6 +250,222 @@ def compare_loops(setting: Setting) -> pd.DataFrame:
     )
 
 
+OVERHEAD_GROUPS = (
+    "model, loss, backward, update",
+    "training_step (fairnas)",
+    "module hooks (fairnas)",
+    "logging",
+    "hook dispatch",
+    "callbacks",
+    "closure",
+    "optimizer wrapper",
+    "data loader, batch transfer",
+    "loop",
+    "other",
+)
+"""The ``overhead`` part's groups of host time; the first is the bare loop's own work (``nn.Module`` calls,
+``backward``, ``torch.optim``), the rest is what Lightning and the module add around it."""
+_PL = f"{os.sep}pytorch_lightning{os.sep}"
+
+
+def overhead_group(code) -> str | None:
+    """The group a Python function belongs to (None: its caller's group), by its file and name. The innermost
+    function with a group decides, so e.g. a ``torch.optim`` step that calls Lightning's closure counts as the
+    closure, and the forward passes inside ``training_step`` as the model."""
+    path, name = code.co_filename, code.co_name
+    if (
+        f"utils{os.sep}data{os.sep}" in path
+        or name in ("batch_to_device", "_on_before_batch_transfer")
+        or (path.endswith(f"loops{os.sep}fetchers.py"))
+    ):
+        return "data loader, batch transfer"
+    if f"{os.sep}torch{os.sep}" in path:
+        if path.endswith(f"nn{os.sep}modules{os.sep}module.py") and "call_impl" in name:
+            return OVERHEAD_GROUPS[0]
+        if f"{os.sep}optim{os.sep}" in path or name == "backward":
+            return OVERHEAD_GROUPS[0]
+        return None
+    if path.endswith(f"fairnas{os.sep}training{os.sep}module.py"):
+        if name == "__setattr__":  # as its caller (Lightning sets _current_fx_name around each hook)
+            return None
+        return OVERHEAD_GROUPS[1] if name in ("training_step", "_log_step") else OVERHEAD_GROUPS[2]
+    if path == __file__ and name.startswith("on_train_batch"):  # the benchmark's own timer
+        return "callbacks"
+    if _PL not in path and "lightning_fabric" not in path:
+        return None
+    if "logger_connector" in path or (path.endswith(f"core{os.sep}module.py") and "log" in name.lower()):
+        return "logging"
+    if path.endswith(f"trainer{os.sep}call.py") or path.endswith(f"core{os.sep}hooks.py"):
+        return "hook dispatch"
+    if f"{_PL}callbacks{os.sep}" in path:
+        return "callbacks"
+    if f"loops{os.sep}optimization" in path:
+        return "closure"
+    if path.endswith(f"core{os.sep}optimizer.py") or f"{os.sep}precision{os.sep}" in path or "optimizer" in name:
+        return "optimizer wrapper"
+    if f"{os.sep}strategies{os.sep}" in path:  # the strategy's training_step and backward: inside the closure
+        return "closure"
+    if f"{_PL}loops{os.sep}" in path or f"{_PL}trainer{os.sep}" in path:
+        return "loop"
+    return None
+
+
+class GroupTracer(pl.Callback):
+    """Host time of training steps ``warmup`` to the last, by :data:`OVERHEAD_GROUPS` (``sys.setprofile``: every
+    Python call and return; the time between two events goes to the group of the innermost function with one). The
+    tracer slows Python code more than native code, so its shares, not its milliseconds, are what to read."""
+
+    def __init__(self, warmup: int):
+        self.warmup, self.seconds, self.groups = warmup, dict.fromkeys(OVERHEAD_GROUPS, 0.0), {}
+        self.stack: list[tuple[str, object]] = []  # (group, code or C function) per open call
+        self.functions: dict[tuple[str, str], float] = {}
+        self.last = 0.0
+        self.traced = 0.0
+
+    def _group(self, code, parent: str) -> str:
+        group = self.groups.get(code, False)
+        if group is False:
+            group = self.groups[code] = overhead_group(code)
+        return group or parent
+
+    def _event(self, frame, event, arg):
+        now = time.perf_counter()
+        group, function = self.stack[-1] if self.stack else ("other", None)
+        self.seconds[group] += now - self.last
+        key = (group, function)
+        self.functions[key] = self.functions.get(key, 0.0) + now - self.last
+        if event == "call":
+            self.stack.append((self._group(frame.f_code, group), frame.f_code))
+        elif event == "c_call":
+            self.stack.append((group, arg))
+        elif event in ("return", "c_return", "c_exception") and self.stack:
+            self.stack.pop()
+        self.last = time.perf_counter()
+
+    def top_functions(self, steps: int, n: int = 15) -> pd.DataFrame:
+        """The ``n`` functions with the most traced time of their own outside the first group, in ms/step."""
+        rows = [
+            {"group": group, "function": function_name(function), "traced ms/step": seconds * 1e3 / steps}
+            for (group, function), seconds in self.functions.items()
+            if group != OVERHEAD_GROUPS[0]
+        ]
+        table = pd.DataFrame(rows).groupby(["group", "function"], as_index=False)["traced ms/step"].sum()
+        return table.sort_values("traced ms/step", ascending=False).head(n)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if trainer.global_step == self.warmup:
+            frames, frame = [], sys._getframe()
+            while frame is not None:
+                frames.append(frame.f_code)
+                frame = frame.f_back
+            self.stack = []
+            for code in reversed(frames):
+                self.stack.append((self._group(code, self.stack[-1][0] if self.stack else "other"), code))
+            self.traced = self.last = time.perf_counter()
+            sys.setprofile(self._event)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step == trainer.max_steps:
+            sys.setprofile(None)
+            self.traced = time.perf_counter() - self.traced
+
+
+def function_name(function) -> str:
+    """``file:line name`` of a Python function's code (the file relative to its package root), a C function's name."""
+    if function is None:
+        return "?"
+    if hasattr(function, "co_filename"):
+        path = function.co_filename
+        for root in ("site-packages" + os.sep, str(REPOSITORY) + os.sep):
+            path = path.split(root)[-1]
+        return f"{path}:{function.co_firstlineno} {function.co_name}"
+    return f"<C> {getattr(function, '__qualname__', getattr(function, '__name__', repr(function)))}"
+
+
+class EveryStepLogging(FaceRecognitionModule):
+    """The training module logging every training step, as before 2026-11-28."""
+
+    def _should_log_step(self) -> bool:
+        return True
+
+
+class AsBefore(EveryStepLogging):
+    """The training module as before 2026-11-28: every step logged, and Lightning's per-hook attribute set through
+    ``nn.Module.__setattr__``."""
+
+    __setattr__ = torch.nn.Module.__setattr__
+
+
+def tiny_embedder(image_size: int, width: int) -> torch.nn.Module:
+    """A near-zero embedder: flatten and one small linear layer."""
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * image_size**2, width))
+
+
+def overhead_modules(setting: Setting, width: int) -> dict[str, FaceRecognitionModule]:
+    """The module, the module logging every step, and the module as before 2026-11-28, around the near-zero
+    embedder, all from the same weights."""
+    torch.manual_seed(0)
+    overrides = [f"embedding_dim={width}", "channels_last=false"]
+    module = build_module(overrides, tiny_embedder(setting.image_size, width)).to(setting.device)
+    variants = {"Lightning, every step logged": EveryStepLogging, "Lightning, as before": AsBefore}
+    modules = {"Lightning": module}
+    for way, variant in variants.items():
+        modules[way] = variant(
+            embedder=copy.deepcopy(module.embedder),
+            head=copy.deepcopy(module.head),
+            loss=module.loss,
+            optimizer=module.optimizer_factory,
+            scheduler=None,
+            group_order=module.group_order,
+        )
+    return modules
+
+
+def ms_per_step(seconds: float, setting: Setting) -> float:
+    return seconds * 1e3 / setting.steps
+
+
+def host_overhead(setting: Setting, repeats: int, width: int = 16) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """ms/step of the bare loop, of Lightning with the module as it is, logging every step, and as before, in
+    ``repeats`` rounds whose order rotates (median, min, max, and the median over the bare loop's); then one traced
+    run of each Lightning way: its host time by group, each group's share scaled to the way's measured median ms/step;
+    and the functions with the most traced time of their own outside the model's work (the module as it is)."""
+    batches = random_batches(setting, setting.warmup + setting.steps)
+    ways = ["bare PyTorch", "Lightning", "Lightning, every step logged", "Lightning, as before"]
+    rows = []
+    for repeat in range(repeats):
+        order = ways[repeat % len(ways) :] + ways[: repeat % len(ways)]
+        modules = overhead_modules(setting, width)
+        for way in order:
+            if way == "bare PyTorch":
+                bare = copy.deepcopy(modules["Lightning"]).train()
+                optimizer = bare.optimizer_factory(params=bare.parameters())
+                rate = train_steps(bare.embedder, bare.head, bare.loss, optimizer, batches, setting)
+                seconds = setting.batch_size * setting.steps / rate
+            else:
+                timer = StepTimer(setting.warmup, setting.device)
+                fit_steps(modules[way], batches, setting, timer)
+                seconds = timer.end - timer.start
+            rows.append({"repeat": repeat, "way": way, "ms/step": ms_per_step(seconds, setting)})
+    runs = pd.DataFrame(rows)
+    summary = runs.groupby("way", sort=False)["ms/step"].agg(["median", "min", "max"]).reindex(ways)
+    bare = summary.loc["bare PyTorch", "median"]
+    summary["over bare"] = summary["median"] - bare
+    summary = summary.reset_index().rename(columns={"median": "ms/step", "min": "min", "max": "max"})
+
+    columns, top = {}, None
+    for way in ("Lightning", "Lightning, as before"):
+        tracer = GroupTracer(setting.warmup)
+        fit_steps(overhead_modules(setting, width)[way], batches, setting, tracer)
+        traced = pd.Series(tracer.seconds) * 1e3 / setting.steps
+        measured = summary.loc[summary["way"] == way, "ms/step"].iloc[0]
+        columns[f"{way}: share"] = traced / traced.sum()
+        columns[f"{way}: ms/step"] = traced / traced.sum() * measured
+        top = tracer.top_functions(setting.steps) if top is None else top
+    breakdown = pd.DataFrame(columns).rename_axis("group").reset_index()
+    return summary, breakdown, top
+
+
 MODELS = {"DPN paper (SMAC_301)": ["backbone.preset=paper"], "timm dpn68": ["backbone=timm", "backbone.name=dpn68"]}
 SHOWCASE_MODELS = {
     "default DPN (3-0-1)": ["experiment=showcase"],
@@ -310,7 +540,8 @@ def header(device: str) -> str:
 def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--parts", default="loop,models", help="comma-separated: loop, models, profile, showcase")
+    parts_help = "comma-separated: loop, models, overhead, profile, showcase"
+    parser.add_argument("--parts", default="loop,models", help=parts_help)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--loop-image-size", type=int, default=64, help="image size of the loop comparison")
     parser.add_argument("--loop-bf16", action="store_true", help="the loop comparison under bf16 autocast")
@@ -319,6 +550,10 @@ def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     parser.add_argument("--channels-last", action="store_true")
     parser.add_argument("--compile", action="store_true")
+    parser.add_argument("--overhead-steps", type=int, default=300, help="timed steps of the overhead part")
+    parser.add_argument("--overhead-repeats", type=int, default=5, help="repeats of the overhead part")
+    parser.add_argument("--overhead-batch-size", type=int, default=4)
+    parser.add_argument("--overhead-image-size", type=int, default=8)
     parser.add_argument("--output-dir", type=Path, help="also write each part's table as <part>.csv there")
     args = parser.parse_args(argv)
     parts = set(args.parts.split(","))
@@ -332,6 +567,22 @@ def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
             f"\nLightning vs a bare loop (tiny DPN, CosFace, {setting.image_size} px, batch {setting.batch_size}, "
             f"{precision}; "
             f"goal >= {LOOP_GOAL}):\n{tables['loop'].to_string(index=False, float_format='{:.3f}'.format)}"
+        )
+    if "overhead" in parts:
+        setting = Setting(args.device, args.overhead_batch_size, args.overhead_image_size, args.overhead_steps, 50)
+        # one intra-op thread: a near-zero model gains nothing from two, and on shared cores their hand-offs cost
+        # tens of milliseconds a step (measured: 67 ms/step bare with 2 threads under load, 0.56 ms with 1)
+        overhead = with_threads(1, host_overhead, setting, args.overhead_repeats)
+        tables["overhead"], tables["overhead_breakdown"], tables["overhead_functions"] = overhead
+        print(
+            f"\nHost overhead per step, near-zero model (flatten + linear, {setting.image_size} px, batch "
+            f"{setting.batch_size}, 1 thread, {setting.steps} timed steps after {setting.warmup}, median of "
+            f"{args.overhead_repeats} repeats; goal: Lightning at most {OVERHEAD_GOAL_MS} ms/step over bare):\n"
+            f"{tables['overhead'].to_markdown(index=False, floatfmt='.3f')}\n\n"
+            f"Lightning's host time by group (traced; ms/step = share x the way's untraced median):\n"
+            f"{tables['overhead_breakdown'].to_markdown(index=False, floatfmt='.3f')}\n\n"
+            f"The functions with the most traced time of their own outside the model's work (Lightning):\n"
+            f"{tables['overhead_functions'].to_markdown(index=False, floatfmt='.3f')}"
         )
     if "profile" in parts:
         setting = Setting(args.device, args.batch_size, args.loop_image_size, args.steps, args.warmup, args.loop_bf16)

@@ -92,3 +92,16 @@ def test_worker_speed_trains_every_way_and_gives_ratios_to_one_at_a_time(cache_d
     assert len(table) == 3 and (table["runs"] == 2).all() and (table["wall s"] > 0).all()
     assert table["runs an hour, ratio to one at a time"].iloc[0] == 1.0
     assert "MALLOC_TRIM_THRESHOLD_" in table["way"].iloc[2]
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_the_overhead_part_times_bare_and_lightning_steps_and_breaks_lightnings_down_by_group(tmp_path):
+    options = ["--overhead-steps", "3", "--overhead-repeats", "1", "--output-dir", str(tmp_path)]
+    tables = training_speed.main(["--parts", "overhead", *options])
+    summary, breakdown = tables["overhead"], tables["overhead_breakdown"]
+    assert list(summary["way"]) == ["bare PyTorch", "Lightning", "Lightning, every step logged", "Lightning, as before"]
+    assert (summary["ms/step"] > 0).all() and summary["over bare"].iloc[0] == 0
+    assert list(breakdown["group"]) == list(training_speed.OVERHEAD_GROUPS)
+    assert breakdown["Lightning: share"].sum() == pytest.approx(1.0)
+    assert breakdown.set_index("group").loc["model, loss, backward, update", "Lightning: share"] > 0
+    assert (tmp_path / "overhead_breakdown.csv").is_file() and len(tables["overhead_functions"]) > 0

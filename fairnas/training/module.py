@@ -18,6 +18,7 @@ from fairnas.training.distributed import gather_split
 EVAL_STAGES = ("val", "test")
 FINITE_CHECK_EVERY = 50
 """Training steps between reads of whether every loss was finite (each read waits for the GPU's queued work)."""
+_PLAIN_ATTRIBUTES = frozenset({"_current_fx_name", "_loss_finite", "_unchecked_batches", "_unlogged"})
 
 
 class FaceRecognitionModule(pl.LightningModule):
@@ -65,6 +66,16 @@ class FaceRecognitionModule(pl.LightningModule):
         self._outputs: dict[str, list[dict[str, torch.Tensor]]] = {stage: [] for stage in EVAL_STAGES}
         self._loss_finite: torch.Tensor | None = None
         self._unchecked_batches = 0  # training batches since the last check of _loss_finite
+        self._unlogged: tuple[torch.Tensor, dict[str, torch.Tensor], int] | None = None  # this step's, if not logged
+
+    def __setattr__(self, name: str, value) -> None:
+        # Lightning sets _current_fx_name around every hook it calls (24 a training step); nn.Module's
+        # __setattr__ checks each value against parameters, modules and buffers, a few microseconds apiece. These
+        # attributes are never any of those, so they are set directly (bench/training_speed.py --parts overhead).
+        if name in _PLAIN_ATTRIBUTES:
+            object.__setattr__(self, name, value)
+        else:
+            super().__setattr__(name, value)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """The face embedding (the neck's output), before L2 normalisation."""
@@ -89,10 +100,35 @@ class FaceRecognitionModule(pl.LightningModule):
         finite = torch.isfinite(loss.detach())  # kept on the device: reading it here would wait for the GPU
         self._loss_finite = finite if self._loss_finite is None else self._loss_finite & finite
         self._unchecked_batches += 1
-        batch_size = len(batch["label"])
-        self.log("train/loss", loss, prog_bar=self._has_progress_bar(), batch_size=batch_size)
-        self.log_dict({f"train/{name}": value.detach() for name, value in terms.items()}, batch_size=batch_size)
+        if self._should_log_step():
+            self._log_step(loss, terms, len(batch["label"]))
+            self._unlogged = None
+        else:  # logged after all if training stops after this step (see on_train_batch_end)
+            self._unlogged = (loss, terms, len(batch["label"]))
         return loss
+
+    def _log_step(self, loss: torch.Tensor, terms: Mapping[str, torch.Tensor], batch_size: int) -> None:
+        """``train/loss`` and ``train/<term>`` of this step, in one ``log_dict`` call (the loss on the progress
+        bar when there is one)."""
+        if self._has_progress_bar():
+            self.log("train/loss", loss, prog_bar=True, batch_size=batch_size)
+            values: dict[str, torch.Tensor] = {}
+        else:
+            values = {"train/loss": loss.detach()}
+        values.update({f"train/{name}": value.detach() for name, value in terms.items()})
+        self.log_dict(values, batch_size=batch_size)
+
+    def _should_log_step(self) -> bool:
+        """Whether this training step's losses are logged: only in the steps whose metrics Lightning hands to the
+        loggers (every ``trainer.log_every_n_steps``-th step, and a step after which training stops; one that a
+        callback stops is logged in ``on_train_batch_end``), or in every step when a progress bar shows the
+        loss. The loggers' curves are the same as when every step is logged; the other steps skip Lightning's
+        logging machinery, the largest share of a step's host time on a small model (``python
+        bench/training_speed.py --parts overhead``)."""
+        trainer = self._trainer
+        if trainer is None or self._has_progress_bar():
+            return True
+        return trainer._logger_connector.should_update_logs
 
     def _has_progress_bar(self) -> bool:
         """Whether a progress bar shows the loss. Lightning reads a progress-bar value back from the device after
@@ -100,6 +136,9 @@ class FaceRecognitionModule(pl.LightningModule):
         return self._trainer is not None and self._trainer.progress_bar_callback is not None
 
     def on_train_batch_end(self, outputs, batch: dict, batch_idx: int) -> None:
+        if self._unlogged is not None and self.trainer.should_stop:  # e.g. a callback stopped training here:
+            self._log_step(*self._unlogged)  # Lightning hands this step's metrics to the loggers
+        self._unlogged = None
         if (batch_idx + 1) % FINITE_CHECK_EVERY == 0:
             self._check_finite_loss()
 
