@@ -401,6 +401,18 @@ def tiny_embedder(image_size: int, width: int) -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * image_size**2, width))
 
 
+def with_same_weights(module: FaceRecognitionModule, variant: type[FaceRecognitionModule]) -> FaceRecognitionModule:
+    """``variant`` around copies of ``module``'s embedder and head, with its loss and optimiser."""
+    return variant(
+        embedder=copy.deepcopy(module.embedder),
+        head=copy.deepcopy(module.head),
+        loss=module.loss,
+        optimizer=module.optimizer_factory,
+        scheduler=None,
+        group_order=module.group_order,
+    )
+
+
 def overhead_modules(setting: Setting, width: int) -> dict[str, FaceRecognitionModule]:
     """The module, the module logging every step, and the module as before 2026-11-28, around the near-zero
     embedder, all from the same weights."""
@@ -408,17 +420,7 @@ def overhead_modules(setting: Setting, width: int) -> dict[str, FaceRecognitionM
     overrides = [f"embedding_dim={width}", "channels_last=false"]
     module = build_module(overrides, tiny_embedder(setting.image_size, width)).to(setting.device)
     variants = {"Lightning, every step logged": EveryStepLogging, "Lightning, as before": AsBefore}
-    modules = {"Lightning": module}
-    for way, variant in variants.items():
-        modules[way] = variant(
-            embedder=copy.deepcopy(module.embedder),
-            head=copy.deepcopy(module.head),
-            loss=module.loss,
-            optimizer=module.optimizer_factory,
-            scheduler=None,
-            group_order=module.group_order,
-        )
-    return modules
+    return {"Lightning": module} | {way: with_same_weights(module, variant) for way, variant in variants.items()}
 
 
 def ms_per_step(seconds: float, setting: Setting) -> float:

@@ -4,7 +4,6 @@ from the device, values logged and hooks called per step, for Lightning steps of
 from __future__ import annotations
 
 import collections
-import copy
 import math
 
 import pytest
@@ -13,6 +12,7 @@ import torch
 from pytorch_lightning.loggers import Logger
 from pytorch_lightning.profilers import PassThroughProfiler
 
+from bench.training_speed import EveryStepLogging, with_same_weights
 from fairnas.models import CosFaceHead
 from fairnas.training import module as training_module
 from fairnas.training.module import FaceRecognitionModule
@@ -156,11 +156,6 @@ def test_a_training_step_logs_only_in_the_steps_the_loggers_get_and_calls_a_stat
     assert [step for step, _ in recorder.calls] == [4, 9, 14, 19]
 
 
-class EveryStepLogging(FaceRecognitionModule):
-    def _should_log_step(self) -> bool:
-        return True
-
-
 class StopAt(pl.Callback):
     """Stops training after global step ``step`` (as e.g. Lightning's ``Timer`` does, in ``on_train_batch_end``)."""
 
@@ -176,14 +171,7 @@ class StopAt(pl.Callback):
 @pytest.mark.parametrize("stop", [None, 7], ids=["all steps", "stopped after a step not logged"])
 def test_the_loggers_get_the_same_losses_as_when_every_step_was_logged(tmp_path, stop):
     module = tiny_module()
-    before = EveryStepLogging(
-        embedder=copy.deepcopy(module.embedder),
-        head=copy.deepcopy(module.head),
-        loss=module.loss,
-        optimizer=module.optimizer_factory,
-        scheduler=None,
-        group_order=module.group_order,
-    )
+    before = with_same_weights(module, EveryStepLogging)
     now, then = Recorder(), Recorder()
     fit(module, [StopAt(stop)], logger=now, default_root_dir=tmp_path / "now")
     fit(before, [StopAt(stop)], logger=then, default_root_dir=tmp_path / "then")
