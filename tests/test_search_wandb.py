@@ -2,6 +2,8 @@
 
 import json
 import re
+import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -66,5 +68,14 @@ def test_the_front_and_hypervolume_reach_wandb_as_each_trial_finishes(tmp_path, 
     pd.testing.assert_frame_equal(progresses[-1].pareto_front, result.pareto_front, check_dtype=False)
     curve = pd.read_csv(tmp_path / "hypervolume.csv").iloc[-1]
     assert progresses[-1].curve_row == pytest.approx({name: curve[name] for name in progresses[-1].curve_row})
-    history = next(tmp_path.glob("wandb/offline-run-*-summary/run-*.wandb")).read_bytes()
+    history = _written_history(next(tmp_path.glob("wandb/offline-run-*-summary/run-*.wandb")), b"consumed_budget", 3)
     assert history.count(b"hypervolume") >= 3 and history.count(b"consumed_budget") >= 3
+
+
+def _written_history(path: Path, record: bytes, count: int, timeout_s: float = 30.0) -> bytes:
+    """The offline run file once it holds ``count`` ``record``s: wandb-core (0.31) can return from ``finish()``
+    before its writer has flushed the file, as seen on two loaded cores."""
+    deadline = time.monotonic() + timeout_s
+    while (history := path.read_bytes()).count(record) < count and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return history
