@@ -108,6 +108,55 @@ def test_a_call_alone_on_a_local_pool_trains_with_every_core_the_others_with_a_w
         assert pool.next_finished() == ("pinned", 1, None)
 
 
+def _visible_devices_and_threads() -> tuple[str, int]:
+    import torch
+
+    return os.environ.get("CUDA_VISIBLE_DEVICES", ""), torch.get_num_threads()
+
+
+@pytest.mark.integration
+def test_trials_per_gpu_pins_that_many_local_workers_to_each_visible_gpu(monkeypatch):
+    """Two trials per GPU on a machine seen as two GPUs ("3" and "5", as CUDA_VISIBLE_DEVICES names them): four
+    one-thread workers, two seeing only device 3 and two only device 5, each with a quarter of the cores."""
+    monkeypatch.setattr(parallel, "visible_gpus", lambda: ["3", "5"])
+    monkeypatch.setattr(parallel, "available_cores", lambda: 8)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    with open_pool(1, trials_per_gpu=2) as pool:
+        assert pool.capacity == 4
+        seen = pool._client.run(_visible_devices_and_threads)
+    assert sorted(seen.values()) == [("3", 2), ("3", 2), ("5", 2), ("5", 2)]
+
+
+@pytest.mark.parametrize(
+    ("gpus", "keys", "message"),
+    [
+        ([], {}, r"^trials_per_gpu=2: no CUDA device is visible here .*leave trials_per_gpu null"),
+        (
+            ["0", "1"],
+            {"n_workers": 3},
+            r"^n_workers=3 with trials_per_gpu=2 on 2 GPU\(s\): leave n_workers at 1 or set it to 4$",
+        ),
+    ],
+)
+def test_trials_per_gpu_without_a_gpu_or_with_another_worker_count_stops_in_one_line(gpus, keys, message, monkeypatch):
+    monkeypatch.setattr(parallel, "visible_gpus", lambda: gpus)
+    with pytest.raises(ValueError, match=message), open_pool(keys.get("n_workers", 1), trials_per_gpu=2):
+        pass
+
+
+def test_trials_per_gpu_is_checked_with_the_search_settings_and_refused_beside_a_scheduler():
+    assert (
+        SearchSettings(objectives=["error"], min_budget=1, max_budget=4, n_trials=2, trials_per_gpu=2.0).trials_per_gpu
+        == 2
+    )
+    with pytest.raises(ValueError, match=r"^search\.trials_per_gpu=0 must be a positive integer$"):
+        SearchSettings(objectives=["error"], min_budget=1, max_budget=4, n_trials=2, trials_per_gpu=0)
+    with pytest.raises(ValueError, match=r"^search\.trials_per_gpu pins local workers only"):
+        SearchSettings(
+            objectives=["error"], min_budget=1, max_budget=4, trials_per_gpu=1, dask_address="tcp://127.0.0.1:8786"
+        )
+
+
 def test_with_threads_sets_the_threads_for_the_call_and_back():
     import torch
 

@@ -22,7 +22,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from fairnas.metrics.exact_scores import WIDEST_BAND, ExactScorer, score_dtype
 from fairnas.metrics.fairness import DISPARITY_METRICS, check_group_order, group_disparities
+from fairnas.metrics.genuine_band import Candidates, GenuineBand, IdentityMembers
 from fairnas.validation import Settings
 
 RANK_BY_CHOICES = ("identity", "image")
@@ -45,6 +47,7 @@ def face_identification_metrics(
     rank_by: str = "identity",
     normalize: bool = True,
     block_size: int = 1024,
+    score_precision: str = "float32",
 ) -> dict[str, float]:
     """Identification error, accuracy and rank, overall and per group, plus the Table 4.1 disparities.
 
@@ -61,7 +64,12 @@ def face_identification_metrics(
             ``8 N D + block_size * (9 N + 4 n_identities)`` bytes for float32 (the embeddings and their distinct
             rows; per block the [N, block] scores, their copy when some rows repeat, a boolean comparison and the
             per-identity maxima). E.g. N = 1,000,000, D = 512, 100,000 identities, block_size = 1024: ~4 GB + ~9.6 GB;
-            halve block_size to halve the second term.
+            halve block_size to halve the second term. A bfloat16 product adds ``2 N D`` for its copy of the
+            embeddings; on the CPU its scores stay bfloat16, which halves their terms.
+        score_precision: dtype of the fast similarity product, "float32" (default) or "bfloat16". Ranks are exact
+            for both: comparisons within the product's rounding bound of a genuine score are decided in float64
+            (``fairnas.metrics.exact_scores``); bfloat16 only changes the speed, and falls back to float32 when
+            too many comparisons need deciding.
 
     Returns:
         ``error``, ``accuracy``, ``rank``, ``n_probes``; per group g ``error/g``, ``accuracy/g``, ``rank/g``,
@@ -69,6 +77,7 @@ def face_identification_metrics(
     """
     _check_rank_by(rank_by)
     Settings().integer("block_size", block_size, minimum=1)
+    score_dtype(score_precision)  # refuses an unknown precision before any work
     embeddings = _embedding_tensor(embeddings)
     _check_finite(embeddings)
     n_images = embeddings.shape[0]
@@ -90,7 +99,15 @@ def face_identification_metrics(
     if normalize:
         embeddings = F.normalize(embeddings, dim=1)
     ranks = (
-        probe_ranks(embeddings, identity_codes, probes, rank_by=rank_by, normalize=normalize, block_size=block_size)
+        probe_ranks(
+            embeddings,
+            identity_codes,
+            probes,
+            rank_by=rank_by,
+            normalize=normalize,
+            block_size=block_size,
+            score_precision=score_precision,
+        )
         .cpu()
         .numpy()
     )
@@ -111,13 +128,14 @@ def probe_ranks(
     rank_by: str = "identity",
     normalize: bool = True,
     block_size: int = 1024,
+    score_precision: str = "float32",
 ) -> torch.Tensor:
     """Rank of each probe (see module docstring), computed blockwise without an N x N matrix.
 
-    Gallery images are scored by closeness to the probe a: <a, b> when ``normalize`` (cosine similarity, which
-    orders unit vectors as Euclidean distance does) and 2<a, b> - |b|^2 = |a|^2 - |a - b|^2 otherwise. Both take
-    one matrix product per block and add no per-probe constant, so no extra rounding can break a tie; identical
-    gallery rows are scored once and share the score (``_distinct_rows``).
+    Gallery images are scored by closeness to the probe (:class:`ExactScorer`) in one fast matrix product per
+    block; comparisons within the product's rounding bound of a probe's genuine score are decided in float64, so
+    the ranks are exact for every ``score_precision``. Identical gallery rows are scored once and share the score
+    (``_distinct_rows``), so exact ties stay exact.
 
     Args:
         embeddings: [N, D] float tensor, already L2-normalised when ``normalize`` is True.
@@ -126,6 +144,7 @@ def probe_ranks(
         rank_by: "identity" or "image".
         normalize: whether ``embeddings`` are unit vectors (selects the score above).
         block_size: probes per block; memory is O(N * block_size).
+        score_precision: the fast product's dtype, "float32" or "bfloat16".
 
     Returns:
         [P] int64 ranks on the embeddings' device.
@@ -133,25 +152,44 @@ def probe_ranks(
     _check_rank_by(rank_by)
     n_identities = int(identity_codes.max()) + 1
     gallery, row_of_image = _distinct_rows(embeddings)
-    negative_squared_norms = None if normalize else gallery.square().sum(dim=1, keepdim=True).neg_()
+    dtype = score_dtype(score_precision)
+    scorer = ExactScorer(gallery, normalize=normalize, dtype=dtype)
+    widest_band = WIDEST_BAND * len(embeddings) * block_size if dtype == torch.bfloat16 else torch.inf
+    rows = torch.arange(len(embeddings), device=embeddings.device) if row_of_image is None else row_of_image
+    members = IdentityMembers(identity_codes, n_identities)
     ranks = []
     for block in torch.split(probes, block_size):
-        # Gallery-major [N, block] layout: the per-identity reduction below runs over contiguous rows.
-        if normalize:
-            closeness = torch.mm(gallery, embeddings[block].T)
-        else:
-            assert negative_squared_norms is not None  # computed above when not normalize
-            closeness = torch.addmm(negative_squared_norms, gallery, embeddings[block].T, alpha=2.0)
-        if row_of_image is not None:
-            closeness = closeness[row_of_image]
-        closeness[block, torch.arange(block.numel(), device=block.device)] = -torch.inf
-        closest_per_identity = _index_amax(closeness, identity_codes, n_identities)
-        # With self excluded, the probe's own identity maximum is exactly its genuine match and never strictly
-        # closer than itself, so the counts below see other identities (or their images) only.
-        genuine = closest_per_identity.gather(0, identity_codes[block][None, :])
-        candidates = closest_per_identity if rank_by == "identity" else closeness
-        ranks.append((candidates > genuine).sum(dim=0))
+        band, candidates = _block_candidates(scorer, members, rows, row_of_image, identity_codes, block, rank_by)
+        if candidates.images.numel() > widest_band:  # embeddings too alike for bfloat16 to pay: float32 from here
+            scorer, widest_band = ExactScorer(gallery, normalize=normalize, dtype=torch.float32), torch.inf
+            band, candidates = _block_candidates(scorer, members, rows, row_of_image, identity_codes, block, rank_by)
+        ranks.append(band.ranks(candidates))
     return torch.cat(ranks)
+
+
+def _block_candidates(
+    scorer: ExactScorer,
+    members: IdentityMembers,
+    rows: torch.Tensor,
+    row_of_image: torch.Tensor | None,
+    identity_codes: torch.Tensor,
+    block: torch.Tensor,
+    rank_by: str,
+) -> tuple[GenuineBand, Candidates]:
+    """One block's fast scores, exact genuine scores and the comparisons left to decide exactly."""
+    columns = torch.arange(block.numel(), device=block.device)
+    probe_rows = rows[block]
+    scores = scorer.scores(probe_rows)
+    if row_of_image is not None:
+        scores = scores[row_of_image]
+    scores[block, columns] = -torch.inf
+    closest_per_identity = _index_amax(scores, identity_codes, len(members.counts))
+    own = identity_codes[block]
+    fast_genuine = closest_per_identity.gather(0, own[None])[0]
+    band = GenuineBand(scorer, members, rows, scores, probe_rows, own, fast_genuine)
+    if rank_by == "identity":
+        return band, band.identity_candidates(closest_per_identity)
+    return band, band.image_candidates()
 
 
 def _distinct_rows(embeddings: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -18,6 +18,11 @@ Dask's nanny writes its workers' start variables into the environment of the pro
 it spawns later inherit; so an earlier Dask cluster of the same process leaves ``MALLOC_TRIM_THRESHOLD_`` there. The
 pool takes that variable out while its workers start, and puts every such variable back as it was when it closes.
 
+Several small trials per GPU: with ``trials_per_gpu`` k, the local cluster starts k workers per CUDA device this
+process sees, each pinned to its device through ``CUDA_VISIBLE_DEVICES`` (a trial's ``cuda:0`` is then its worker's
+device), so k trials share each GPU; ``n_workers`` is then k x the devices (leave it at 1, or give that number).
+Workers of an existing scheduler are pinned by whoever starts them (``CUDA_VISIBLE_DEVICES`` in the job script).
+
 An existing scheduler sets the concurrency itself: as many trials run at once as its workers have threads, counted
 again whenever a trial finishes (so worker jobs that start later are used from the next finished trial on), and at
 least ``n_workers`` (so a search told the number of worker jobs fills them from the start, while they still wait in
@@ -182,7 +187,15 @@ class DaskPool:
         return self._client.scheduler.address
 
 
-POOL_KEYS = ("n_workers", "dask_address", "dask_scheduler_file", "dask_timeout", "dask_tls", "dask_insecure")
+POOL_KEYS = (
+    "n_workers",
+    "trials_per_gpu",
+    "dask_address",
+    "dask_scheduler_file",
+    "dask_timeout",
+    "dask_tls",
+    "dask_insecure",
+)
 """The pool's keys, which the sections of ``search``, ``study`` and ``compare.py`` share."""
 
 
@@ -193,8 +206,17 @@ def checked_pool(keys: Settings, section: Any) -> dict[str, Any]:
         raise ValueError(f"give {keys.prefix}dask_address or {keys.prefix}dask_scheduler_file, not both")
     if section.dask_tls is not None and not isinstance(section.dask_tls, str):
         keys.fail("dask_tls", section.dask_tls, "a folder path or null")
+    trials_per_gpu = section.trials_per_gpu
+    if trials_per_gpu is not None:
+        trials_per_gpu = keys.integer("trials_per_gpu", trials_per_gpu, minimum=1, integral_floats=True)
+        if section.dask_address is not None or section.dask_scheduler_file is not None:
+            raise ValueError(
+                f"{keys.prefix}trials_per_gpu pins local workers only; pin a scheduler's workers with "
+                "CUDA_VISIBLE_DEVICES where they start, and leave trials_per_gpu null"
+            )
     return {
         "n_workers": keys.integer("n_workers", section.n_workers, minimum=1, integral_floats=True),
+        "trials_per_gpu": trials_per_gpu,
         "dask_timeout": keys.positive("dask_timeout", section.dask_timeout, "(seconds)"),
         "dask_insecure": keys.boolean("dask_insecure", section.dask_insecure),
     }
@@ -204,6 +226,7 @@ def open_pool_for(settings: Any) -> contextlib.AbstractContextManager[TrialPool]
     """:func:`open_pool` from a section holding the pool's keys (:data:`POOL_KEYS`)."""
     return open_pool(
         settings.n_workers,
+        trials_per_gpu=settings.trials_per_gpu,
         dask_address=settings.dask_address,
         dask_scheduler_file=settings.dask_scheduler_file,
         timeout=settings.dask_timeout,
@@ -216,16 +239,21 @@ def open_pool_for(settings: Any) -> contextlib.AbstractContextManager[TrialPool]
 def open_pool(
     n_workers: int,
     *,
+    trials_per_gpu: int | None = None,
     dask_address: str | None = None,
     dask_scheduler_file: str | None = None,
     timeout: float = 60.0,
     tls: str | None = None,
     insecure: bool = False,
 ) -> Iterator[TrialPool]:
-    """A pool for ``n_workers`` concurrent trials (in-process when 1 and no scheduler is given), or for the workers
-    of an existing scheduler (``dask_address`` or ``dask_scheduler_file``: their threads, at least ``n_workers``)."""
+    """A pool for ``n_workers`` concurrent trials (in-process when 1 and no scheduler is given), for
+    ``trials_per_gpu`` trials on each visible GPU, or for the workers of an existing scheduler (``dask_address`` or
+    ``dask_scheduler_file``: their threads, at least ``n_workers``)."""
     if dask_address is not None and dask_scheduler_file is not None:
         raise ValueError("give dask_address or dask_scheduler_file, not both")
+    devices = None if trials_per_gpu is None else gpu_slots(trials_per_gpu, n_workers)
+    if devices is not None:
+        n_workers = len(devices)
     if dask_address is None and dask_scheduler_file is None and n_workers == 1:
         yield InlinePool()
         return
@@ -253,10 +281,53 @@ def open_pool(
             }
         ),
         environment_restored(*spawn_variables()),
-        LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        (
+            LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0")
+            if devices is None
+            else pinned_cluster(devices)
+        ) as cluster,
         Client(cluster) as client,
     ):
         yield DaskPool(client, n_workers, alone_threads=alone_threads)
+
+
+def visible_gpus() -> list[str]:
+    """The CUDA devices this process sees, named as ``CUDA_VISIBLE_DEVICES`` names them (else 0 .. count - 1)."""
+    import torch
+
+    count = torch.cuda.device_count()
+    named = [name.strip() for name in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if name.strip()]
+    return named[:count] if named else [str(index) for index in range(count)]
+
+
+def gpu_slots(trials_per_gpu: int, n_workers: int) -> list[str]:
+    """The device of each local worker, ``trials_per_gpu`` per visible GPU, dealt round-robin; a one-line
+    ValueError without a GPU, or when ``n_workers`` is neither 1 nor the number of slots."""
+    gpus = visible_gpus()
+    if not gpus:
+        raise ValueError(
+            f"trials_per_gpu={trials_per_gpu}: no CUDA device is visible here (torch.cuda.device_count() is 0); "
+            "leave trials_per_gpu null to run on the CPU"
+        )
+    slots = [gpus[index % len(gpus)] for index in range(trials_per_gpu * len(gpus))]
+    if n_workers not in (1, len(slots)):
+        raise ValueError(
+            f"n_workers={n_workers} with trials_per_gpu={trials_per_gpu} on {len(gpus)} GPU(s): leave n_workers at 1 "
+            f"or set it to {len(slots)}"
+        )
+    return slots
+
+
+def pinned_cluster(devices: list[str]) -> Any:
+    """A local Dask cluster of one one-thread worker per entry of ``devices``, each seeing only that CUDA device."""
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    workers = {
+        index: {"cls": Nanny, "options": {"nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": device}}}
+        for index, device in enumerate(devices)
+    }
+    scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "port": 0, "dashboard_address": ":0"}}
+    return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.WARNING)
 
 
 def connect(

@@ -87,6 +87,7 @@ class SearchSettings:
     fail_fast: int = 5
     reference_point: tuple[float, ...] | None = None
     n_workers: int = 1
+    trials_per_gpu: int | None = None
     dask_address: str | None = None
     dask_scheduler_file: str | None = None
     dask_timeout: float = 60.0

@@ -88,11 +88,12 @@ def search(cfg: DictConfig, base: list[str], pool: Callable[[], TrialPool], valu
     trials train with the study's overrides, on the study's workers when it has any."""
     settings = cfg.study
     values = {**values, "name": f"{cfg.name}-search", "train_overrides": list(base)}
-    if settings.n_workers > 1 or settings.dask_address or settings.dask_scheduler_file:
+    if settings.n_workers > 1 or settings.trials_per_gpu or settings.dask_address or settings.dask_scheduler_file:
         workers = pool()
         address = workers.address if isinstance(workers, DaskPool) else None
-        values |= {key: settings[key] for key in POOL_KEYS}  # on the study's workers:
+        values |= {key: settings[key] for key in POOL_KEYS}  # on the study's workers (already pinned to GPUs):
         values |= {"n_workers": workers.capacity, "dask_address": address, "dask_scheduler_file": None}
+        values |= {"trials_per_gpu": None}
     folder, face_search = Path(cfg.output_dir) / "search", FaceSearch.from_mapping(values)
     with run_folder_lock(folder):
         result = search_faces(face_search, folder)
