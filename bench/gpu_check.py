@@ -1,5 +1,5 @@
 """The GPU acceptance checks, one command: every GPU path of fairnas run and timed on this machine's first GPU,
-summarised with the device, the versions and every figure in ``<out>/gpu_check.json`` and ``gpu_check.md``.
+summarised with the device, the versions, the commit and every figure in ``<out>/gpu_check.json`` and ``gpu_check.md``.
 
     python bench/gpu_check.py --out outputs/gpu_check          # about 8 minutes on one H100 / H200
 
@@ -188,7 +188,9 @@ def throughput_summary(loop: pd.DataFrame, models: pd.DataFrame, peaks: tuple[fl
 
 
 def device_facts() -> dict[str, Any]:
+    """The device, the versions, the date and the commit checked (with ``+dirty`` when the work tree differs)."""
     return {
+        "commit": source_commit(),
         "device": torch.cuda.get_device_name(0),
         "gpus": torch.cuda.device_count(),
         "torch": torch.__version__,
@@ -197,6 +199,17 @@ def device_facts() -> dict[str, Any]:
         "python": platform.python_version(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
+
+
+def source_commit() -> str:
+    """``git describe --always --dirty=+dirty`` of the repository, or "unknown" outside a git checkout."""
+    try:
+        done = subprocess.run(
+            ["git", "describe", "--always", "--dirty=+dirty"], cwd=REPOSITORY, capture_output=True, text=True
+        )
+    except OSError:
+        return "unknown"
+    return done.stdout.strip() if done.returncode == 0 else "unknown"
 
 
 def device_peaks(name: str, bf16: float | None, tf32: float | None) -> tuple[float, float] | None:
@@ -209,7 +222,7 @@ def device_peaks(name: str, bf16: float | None, tf32: float | None) -> tuple[flo
 def markdown(summary: dict[str, Any]) -> str:
     facts = summary["facts"]
     lines = [
-        f"# GPU check: {facts['device']} x {facts['gpus']}, {facts['date']}",
+        f"# GPU check: {facts['device']} x {facts['gpus']}, {facts['date']}, commit {facts['commit']}",
         "",
         f"torch {facts['torch']} (CUDA {facts['cuda']}), Lightning {facts['lightning']}, Python {facts['python']}; "
         f"peaks (bf16, TF32 TFLOP/s): {summary['peaks'] or 'unknown: no MFU'}",

@@ -3,6 +3,9 @@ bench/gpu_check.py reads its tables."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+
 import pytest
 
 from bench import gpu_check, training_speed
@@ -106,3 +109,11 @@ def test_the_overhead_part_times_bare_and_lightning_steps_and_breaks_lightnings_
     assert breakdown["Lightning: share"].sum() == pytest.approx(1.0)
     assert breakdown.set_index("group").loc["model, loss, backward, update", "Lightning: share"] > 0
     assert (tmp_path / "overhead_breakdown.csv").is_file() and len(tables["overhead_functions"]) > 0
+
+
+def test_the_gpu_check_records_the_commit_it_checked():
+    commit = gpu_check.source_commit()
+    assert re.fullmatch(r"[0-9a-f]{7,40}(\+dirty)?|unknown", commit)
+    if (gpu_check.REPOSITORY / ".git").exists():
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=gpu_check.REPOSITORY, capture_output=True, text=True)
+        assert head.stdout.startswith(commit.removesuffix("+dirty"))
