@@ -69,6 +69,13 @@ VARIANTS = {
     "botorch_refit5+final": Method(
         "BoTorch GP, fitted every 5th + final stage", "botorch", settings=BOTORCH_REFIT5, final=True
     ),
+    **{
+        f"smac_design{size}{suffix}": Method(
+            f"SMAC, initial design of {size}{label}", "smac", settings={"initial_design_size": size}, final=final
+        )
+        for size in (8, 24)
+        for suffix, label, final in (("", "", False), ("+final", " + final stage", True))
+    },
     "reference_full": Method("plain BoTorch loop, full budget", "reference"),
     "reference_momf": Method("plain BoTorch loop, MOMF", "reference"),
 }
