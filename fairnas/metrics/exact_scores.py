@@ -75,17 +75,18 @@ class ExactScorer:
         over contiguous rows). float32 on CUDA and for unnormalised scores, else the product's own dtype (bfloat16
         on the CPU, which halves the memory the comparisons read); no per-probe constant is added."""
         probes = self.fast[probe_rows].T
+        squared = self.negative_squared_norms
         if self.fast.dtype != torch.bfloat16:
-            if self.normalize:
+            if squared is None:
                 return torch.mm(self.fast, probes)
-            return torch.addmm(self.negative_squared_norms, self.fast, probes, alpha=2.0)
+            return torch.addmm(squared, self.fast, probes, alpha=2.0)
         if self.fast.device.type == "cuda":
             products = torch.mm(self.fast, probes, out_dtype=torch.float32)
         else:
             products = torch.mm(self.fast, probes)
-        if self.normalize:
+        if squared is None:
             return products
-        return products.float().mul_(2.0).add_(self.negative_squared_norms)
+        return products.float().mul_(2.0).add_(squared)
 
     def tolerance(self, probe_rows: torch.Tensor) -> torch.Tensor:
         """[B] float64 bound on |fast score - exact score| over every gallery row, per probe (module docstring)."""
