@@ -60,6 +60,8 @@ class ExactScorer:
         self._fast_norms = torch.linalg.vector_norm(self.fast, dim=1, dtype=torch.float64)
         residuals = gallery - self.fast.to(gallery.dtype)
         self._residual_norms = torch.linalg.vector_norm(residuals, dim=1, dtype=torch.float64)
+        self._largest_norm, self._largest_fast_norm = self._norms.max(), self._fast_norms.max()
+        self._largest_residual_norm = self._residual_norms.max()
         self._bf16_output = dtype == torch.bfloat16 and gallery.device.type != "cuda"
         self._safety = CUDA_SAFETY if gallery.device.type == "cuda" else 1.0
         internal = dtype == torch.float32 and gallery.device.type == "cuda"
@@ -93,9 +95,9 @@ class ExactScorer:
         norm, fast_norm, residual = (
             values[probe_rows] for values in (self._norms, self._fast_norms, self._residual_norms)
         )
-        gallery_norm, gallery_fast_norm = self._norms.max(), self._fast_norms.max()
+        gallery_norm, gallery_fast_norm = self._largest_norm, self._largest_fast_norm
         largest_product = fast_norm * gallery_fast_norm * (1 + self._gamma)
-        product_error = residual * gallery_norm + fast_norm * self._residual_norms.max()
+        product_error = residual * gallery_norm + fast_norm * self._largest_residual_norm
         product_error = product_error + (self._gamma + 2 * self._internal_rounding) * fast_norm * gallery_fast_norm
         if self._bf16_output:
             product_error = product_error + largest_product * torch.finfo(torch.bfloat16).eps / 2
