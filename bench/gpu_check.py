@@ -57,11 +57,15 @@ PEAKS = {"H200": (989.4, 494.7), "H100": (989.4, 494.7), "A100": (312.0, 156.0),
 GOALS = {"loop_ratio": 0.95, "paper_dpn_bf16_images_per_s": 14_000, "metrics_1m_seconds": 8.0}
 PAPER_DPN = ["backbone=dpn_paper", "head=cosface", "data.table.n_identities=400", "data.table.image_size=112"]
 PAPER_DPN += ["data.transforms.resize=120", "data.batch_size=128", "trainer.max_epochs=2"]
-SEARCH = ['search.train_overrides=["trainer=gpu"]', "search.total_budget=24", "search.final.top_k=2"]
+GPU_TRIAL = ["trainer=gpu", "logger=none"]
+"""A trial's training overrides: the GPU set-up, and no W&B (GPU images often lack ``wandb``; files are written
+regardless)."""
+SEARCH = [f"search.train_overrides=[{','.join(map(repr, GPU_TRIAL))}]", "logger=none", "search.total_budget=24"]
+SEARCH += ["search.final.top_k=2"]
 SEARCH += ["search.final.seeds=1"]
 CHECKS = ("gpu_tests", "train_default", "train_paper_dpn", "search", "metrics", "throughput", "profile", "compiled")
 CHECKS += ("ddp", "trials_per_gpu")
-SHARING = ["search.strategy=random", "search.n_trials=16", "search.final.seeds=0"]
+SHARING = ["logger=none", "search.strategy=random", "search.n_trials=16", "search.final.seeds=0"]
 """The trials_per_gpu check's search: 16 random trials of the default search space, no final stage."""
 SHARING_IMAGES = {"default": [], "paper_112px": ["data.table.image_size=112", "data.transforms.resize=120"]}
 
@@ -247,7 +251,7 @@ def trials_per_gpu(out: Path, shares: tuple[int, ...] = (1, 2, 4)) -> dict[str, 
     and for the paper's DPN space at 112 px; the best k of each is the evidence for the key's default."""
     rows = []
     for images, image_overrides in SHARING_IMAGES.items():
-        train_overrides = ",".join(f'"{override}"' for override in ["trainer=gpu", *image_overrides])
+        train_overrides = ",".join(f'"{override}"' for override in [*GPU_TRIAL, *image_overrides])
         for share in shares:
             folder = out / "trials_per_gpu" / f"{images}_k{share}"
             command = [sys.executable, "search.py", f"search.train_overrides=[{train_overrides}]", *SHARING]
@@ -255,6 +259,7 @@ def trials_per_gpu(out: Path, shares: tuple[int, ...] = (1, 2, 4)) -> dict[str, 
             seconds, _ = run(command, timeout=900)
             trials = len(pd.read_csv(folder / "trials.csv"))
             rows.append({"trials": images, "k": share, "wall_s": seconds, "trials_per_hour": trials * 3600 / seconds})
+            pd.DataFrame(rows).to_csv(out / "trials_per_gpu.csv", index=False)  # kept if a later search is cut off
     table = pd.DataFrame(rows)
     best = table.loc[table.groupby("trials")["trials_per_hour"].idxmax()]
     return {"runs": rows, **{f"best_k_{row.trials}": int(row.k) for row in best.itertuples()}}
