@@ -61,6 +61,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--space", type=Path, default=SPACE, help="the discrete space file to tabulate")
     parser.add_argument("--max-budget", type=int, default=MAX_BUDGET, help="epochs of every run")
     parser.add_argument("--seeds", type=int, default=SEEDS, help="training seeds 0 .. N-1 per configuration")
+    parser.add_argument(
+        "--top-seeds", type=int, help="build: also train seeds --seeds .. N-1 of the built table's top quarter by error"
+    )
     parser.add_argument("--overrides", nargs="*", default=[], help="train.py overrides after experiment=showcase")
     parser.add_argument("--sobol", type=int, help="train the first N points of a Sobol design instead of the grid")
     parser.add_argument("--sobol-seed", type=int, default=0, help="the design's scrambling seed")
@@ -115,6 +118,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 args.seeds,
                 configs=sampled_configs(args),
                 command=" ".join(["python bench/tabular.py", *(argv if argv is not None else sys.argv[1:])]),
+                top_seeds=args.top_seeds,
             )
             is None
         ):

@@ -156,6 +156,35 @@ def test_a_build_that_extends_a_committed_table_trains_only_what_the_table_lacks
     )
 
 
+def test_top_seeds_train_more_seeds_of_the_best_quarter_by_error_only(tabular, tmp_path):
+    """``top_seeds=3`` adds seed 2 to the configurations whose seed-0/1 mean error is in the lowest quarter (2 of
+    the tiny table's 6), trains nothing else, and the spec names them."""
+    module, folder = tabular
+    table, _ = load_table("tiny", folder)
+    for suffix in (".csv", ".json"):
+        (tmp_path / f"tiny{suffix}").write_bytes((folder / f"tiny{suffix}").read_bytes())
+    error = table[table["epoch"] == 2].groupby("config_id")["val/error"].mean()
+    best = set(error.index[error <= error.quantile(0.25)])
+    trained: list = []
+    extended = module.build(
+        "tiny",
+        [*TINY, f"paths.cache_dir={cache_of(folder)}"],
+        tmp_path / "runs",
+        counting(trained),
+        tables=tmp_path,
+        space_file=folder / "space.yaml",
+        max_budget=2,
+        seeds=2,
+        top_seeds=3,
+    )
+    assert sorted(trained) == sorted((2, config) for config in best) and len(best) == 2
+    assert set(extended.loc[extended["seed"] == 2, "config_id"]) == best and len(extended) == len(table) + 2 * 2
+    spec = json.loads((tmp_path / "tiny.json").read_text())
+    assert spec["seeds"] == [0, 1] and spec["top_region"] == {"share": 0.25, "seeds": [0, 1, 2], "config_ids": sorted(best)}
+    with pytest.raises(ValueError, match=r"--top-seeds extends a built table, and .*other.csv is not built yet"):
+        module.top_region(tmp_path, "other", [], 2)
+
+
 def test_a_build_that_would_extend_a_table_trained_otherwise_stops_naming_it(tabular, tmp_path):
     module, folder = tabular
     for suffix in (".csv", ".json"):

@@ -44,7 +44,8 @@ from ConfigSpace import ConfigurationSpace
 from filelock import FileLock
 from omegaconf import DictConfig
 
-from fairnas.benchmarks.tables import TABLES
+from fairnas.benchmarks.surrogate import TOP_SHARE
+from fairnas.benchmarks.tables import TABLES, load_table, true_values
 from fairnas.config import SPACES_DIR, compose_config
 from fairnas.io import write_csv_atomic, write_json_atomic
 from fairnas.results import machine, source_commit
@@ -121,10 +122,14 @@ def build(
     seeds: int = 1,
     configs: Sequence[dict[str, Any]] | None = None,
     command: str | None = None,
+    top_seeds: int | None = None,
 ) -> pd.DataFrame | None:
     """Train every configuration of ``space_file`` (``configs`` when given, e.g. a space-filling design of a space
     too large for a grid: :mod:`fairnas.benchmarks.design`) with seeds ``0 .. seeds-1`` (the runs not finished
     before, with ``train``) and write the table and its spec, which records ``command``.
+
+    ``top_seeds`` extends a built table where searches end: the configurations of its :func:`top_region` also get
+    seeds ``seeds .. top_seeds-1``, trained after every other run (the spec lists them under ``top_region``).
 
     ``shard=(k, n)`` trains only every n-th run from the k-th (runs ordered seed by seed), so n single-threaded
     processes share the cores; whichever finds every run finished writes the table (``None`` until then).
@@ -132,6 +137,8 @@ def build(
     space = load_space(space_file)
     configs = list(grid(space)) if configs is None else list(configs)
     runs = [(config, seed) for seed in range(seeds) for config in configs]
+    top = [] if top_seeds is None else top_region(tables, name, configs, seeds)
+    runs += [(config, seed) for seed in range(seeds, top_seeds or 0) for config in top]
     base = table_overrides(overrides, max_budget)
     record = Record(tables / f"{name}{RECORD_SUFFIX}", work_dir, tables / f"{name}.csv")
     _check_extends(tables / f"{name}.json", base)
@@ -169,6 +176,7 @@ def build(
                 "objectives": list(OBJECTIVES),
                 "max_budget": max_budget,
                 "seeds": list(range(seeds)),
+                **({"top_region": top_spec(top, top_seeds)} if top_seeds is not None else {}),
                 "train_overrides": list(base),
                 "configurations": len(configs),
                 "train_seconds": {"total": float(seconds.sum()), "median": float(seconds.median())},
@@ -181,6 +189,23 @@ def build(
         )
         record.path.unlink(missing_ok=True)
     return table
+
+
+def top_region(tables: Path, name: str, configs: Sequence[dict[str, Any]], seeds: int) -> list[dict[str, Any]]:
+    """The ``configs`` in the :data:`~fairnas.benchmarks.surrogate.TOP_SHARE` of the built table ``name`` lowest in
+    mean validation error at its maximum budget over seeds ``0 .. seeds-1``: the surrogate's top region, chosen from
+    those seeds alone, so runs added there do not move it. Stops with one line when the table is not built."""
+    if not (tables / f"{name}.csv").is_file():
+        raise ValueError(f"--top-seeds extends a built table, and {tables / name}.csv is not built yet")
+    table, spec = load_table(name, tables)
+    error = true_values(table, ["error"], spec["max_budget"], seeds=range(seeds))["error"]
+    chosen = set(error.index[error <= error.quantile(TOP_SHARE)])
+    return [config for config in configs if config_id(config) in chosen]
+
+
+def top_spec(top: Sequence[dict[str, Any]], top_seeds: int) -> dict[str, Any]:
+    """The spec's record of a :func:`top_region` extension: its share, seeds and configuration ids."""
+    return {"share": TOP_SHARE, "seeds": list(range(top_seeds)), "config_ids": sorted(map(config_id, top))}
 
 
 def _check_extends(spec_file: Path, base: Sequence[str]) -> None:
