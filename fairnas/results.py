@@ -3,9 +3,9 @@
 Every folder under ``results/`` holds the small CSV tables of one measured run (no checkpoints) and a
 ``manifest.json`` that says how they were made: the command, the commit, the date, the machine, the wall time. The
 README's result tables are not written by hand: ``python -m fairnas.results render`` rewrites each block between
-``<!-- results:NAME -->`` and ``<!-- /results:NAME -->`` from its folder (:data:`TABLES`), and ``python -m
-fairnas.results check`` exits 1 naming every block that differs from its data (``tests/test_results.py`` runs it on
-the repository, so the README and the data cannot drift apart).
+``<!-- results:NAME -->`` and ``<!-- /results:NAME -->`` from its folder (:data:`TABLES`; the docs' blocks are in
+:data:`DOC_TABLES`), and ``python -m fairnas.results check`` exits 1 naming every block that differs from its data
+(``tests/test_results.py`` runs it on the repository, so the README, the docs and the data cannot drift apart).
 
 ``python -m fairnas.results collect-study <study folder> results/<name> --command "..."`` copies a finished study's
 tables into a results folder and writes its manifest; ``python -m fairnas.results manifest results/<name> --command
@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fairnas.gpu_check_report import gpu_check_table
 from fairnas.groups import mean_se
 from fairnas.io import write_csv_atomic, write_json_atomic, write_text_atomic
 from fairnas.study.claims import EXPLORATORY, HOLDS, PRIMARY
@@ -336,18 +337,21 @@ def comparison_table(folder: Path) -> str:
     )
 
 
-TABLES: dict[str, tuple[str, Callable[[Path], str]]] = {
+Tables = dict[str, tuple[str, Callable[[Path], str]]]
+TABLES: Tables = {
     "strategies": ("results/search_efficiency", strategy_table),
     "comparison": ("results/search_comparison", comparison_table),
     "claims": ("results/showcase", claims_table),
 }
 """README block name -> (its results folder, relative to the repository; the function that renders it)."""
+DOC_TABLES: dict[str, Tables] = {"docs/scale.md": {"gpu_check": ("results/gpu_check", gpu_check_table)}}
+"""The docs' blocks, by page (relative to the repository), rendered and checked like the README's."""
 
 
 def write_manifest(folder: Path, *, commands: Sequence[str], commit: str | None = None, **facts: Any) -> dict:
     """``folder/manifest.json``: the commands that made the folder's files, the commit (default: HEAD), the date, the
     machine, the files and any further ``facts`` (e.g. wall time)."""
-    files = sorted(path.name for path in folder.iterdir() if path.suffix == ".csv")
+    files = sorted(path.name for path in folder.iterdir() if path.suffix in (".csv", ".json") and path.name != MANIFEST)
     manifest = {
         "commands": list(commands),
         "commit": commit or source_commit(),
@@ -364,21 +368,28 @@ def write_manifest(folder: Path, *, commands: Sequence[str], commit: str | None 
     return manifest
 
 
-def render(text: str, root: Path = REPOSITORY) -> str:
-    """``text`` (a README) with every results block rendered from its folder under ``root``."""
-    for name, (folder, make) in TABLES.items():
+def render(text: str, root: Path = REPOSITORY, tables: Tables | None = None) -> str:
+    """``text`` (the README, or a page of ``tables``' blocks) with every block rendered from its folder under
+    ``root``."""
+    for name, (folder, make) in (TABLES if tables is None else tables).items():
         pattern = _block(name)
         if not pattern.search(text):
-            raise ValueError(f"README: no block <!-- results:{name} --> ... <!-- /results:{name} -->")
+            raise ValueError(f"no block <!-- results:{name} --> ... <!-- /results:{name} -->")
         block = f"<!-- results:{name} -->\n{make(root / folder)}\n<!-- /results:{name} -->"
         text = pattern.sub(block.replace("\\", "\\\\"), text)
     return text
 
 
-def drifted(text: str, root: Path = REPOSITORY) -> list[str]:
-    """The names of the blocks of ``text`` that differ from their data."""
-    rendered = render(text, root)
-    return [name for name in TABLES if _block(name).search(text).group(0) != _block(name).search(rendered).group(0)]  # type: ignore[union-attr]
+def drifted(text: str, root: Path = REPOSITORY, tables: Tables | None = None) -> list[str]:
+    """The names of the blocks of ``text`` (the README's, or ``tables``') that differ from their data."""
+    tables = TABLES if tables is None else tables
+    rendered = render(text, root, tables)
+    return [name for name in tables if _block(name).search(text).group(0) != _block(name).search(rendered).group(0)]  # type: ignore[union-attr]
+
+
+def pages() -> dict[Path, Tables | None]:
+    """Every page with results blocks: the README (None: :data:`TABLES`) and the docs of :data:`DOC_TABLES`."""
+    return {REPOSITORY / "README.md": None} | {REPOSITORY / page: tables for page, tables in DOC_TABLES.items()}
 
 
 def read_manifest(folder: Path) -> dict:
@@ -460,7 +471,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     describe.add_argument("--command", action="append", required=True, help="a command that made the files (repeat)")
     describe.add_argument("--commit", help="the commit they ran at (default: HEAD)")
     args = parser.parse_args(argv)
-    readme = REPOSITORY / "README.md"
     if args.action == "collect-study":
         manifest = collect_study(
             args.study_dir, args.target, command=args.command, commit=args.commit, time_logs=args.time_log
@@ -472,13 +482,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     elif args.action == "manifest":
         print(json.dumps(write_manifest(args.folder, commands=args.command, commit=args.commit), indent=1))
     elif args.action == "render":
-        write_text_atomic(readme, render(readme.read_text()))
+        for page, tables in pages().items():
+            write_text_atomic(page, render(page.read_text(), tables=tables))
     else:
-        stale = drifted(readme.read_text())
-        if stale:
-            raise SystemExit(
-                f"README.md: the results blocks {stale} differ from their data; run python -m fairnas.results render"
-            )
+        for page, tables in pages().items():
+            stale = drifted(page.read_text(), tables=tables)
+            if stale:
+                raise SystemExit(
+                    f"{_relative(page)}: the results blocks {stale} differ from their data; run python -m "
+                    "fairnas.results render"
+                )
 
 
 if __name__ == "__main__":

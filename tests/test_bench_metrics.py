@@ -15,7 +15,8 @@ from fairnas.config import compose_config
 @pytest.fixture(scope="module")
 def row():
     """One size's results of every method, as the benchmark's workers return them."""
-    results = {method: metrics_speed.run_one(method, 300, 32, 0, 64, "cpu") for method in metrics_speed.METHODS}
+    options = metrics_speed.options(["--dim", "32", "--block-size", "64", "--profile"])
+    results = {method: metrics_speed.run_one(method, 300, options) for method in metrics_speed.METHODS}
     return {"n": 300, **results}
 
 
@@ -28,18 +29,40 @@ def test_both_precisions_and_the_naive_method_agree_and_the_table_says_so(row):
     assert table.splitlines()[2].split("|")[-2].strip() == "True"
 
 
-def test_the_gpu_check_reads_both_precisions_and_their_bounds(row, tmp_path, monkeypatch):
+def test_the_engines_profile_names_the_product_among_their_operations(row):
+    operations = row["float32"]["profile"]
+    assert len(operations) == metrics_speed.PROFILE_ROWS and "aten::mm" in {op["operation"] for op in operations}
+    assert [op["ms"] for op in operations] == sorted((op["ms"] for op in operations), reverse=True)
+    assert "profile" not in row["bound_float32"] and "profile" in row["bfloat16"]
+
+
+def test_a_separable_set_ranks_better_and_the_table_marks_untimed_bounds(row):
+    options = metrics_speed.options(["--dim", "32", "--noise-scale", "2.0", "--block-size", "64"])
+    separable = {method: metrics_speed.run_one(method, 300, options) for method in metrics_speed.PRECISIONS}
+    assert separable["float32"]["metrics"] == separable["bfloat16"]["metrics"]
+    assert separable["float32"]["metrics"]["error"] < row["float32"]["metrics"]["error"]
+    table = metrics_speed.format_table([{"n": 300, "naive": None, **separable}])
+    assert table.splitlines()[2].split("|")[5:7] == ["         - ", "          - "]
+
+
+def test_the_gpu_check_reads_both_precisions_and_their_bounds_on_both_sets(row, tmp_path, monkeypatch):
     def fake_run(command, timeout):
-        large = {**row, "n": 1_000_000}
-        (tmp_path / "metrics_speed.json").write_text(json.dumps([row, large], default=float))
+        path = Path(command[command.index("--output") + 1])
+        if "--noise-scale" in command:  # the separable set: engines only, at 1M
+            rows = [{"n": 1_000_000, **{precision: row[precision] for precision in metrics_speed.PRECISIONS}}]
+        else:
+            rows = [row, {**row, "n": 1_000_000}]
+        path.write_text(json.dumps(rows, default=float))
 
     monkeypatch.setattr(gpu_check, "run", fake_run)
     found = gpu_check.metrics(tmp_path)
-    single = found["n300"]["float32"]
+    single = found["hard_n300"]["float32"]
     assert single["to_bound"] == pytest.approx(row["float32"]["seconds"] / row["bound_float32"]["seconds"])
+    assert single["profile"] == row["float32"]["profile"] and "bound_s" not in found["separable_n1000000"]["float32"]
     assert found["identical"] is True
     fastest = min(row[precision]["seconds"] for precision in ("float32", "bfloat16"))
-    assert found["goal_met"] == (fastest <= gpu_check.GOALS["metrics_1m_seconds"])
+    for data in ("hard", "separable"):
+        assert found[f"goal_met_{data}"] == (fastest <= gpu_check.GOALS["metrics_1m_seconds"])
 
 
 def test_the_gpu_check_counts_trials_per_hour_for_each_share_and_names_the_best(tmp_path, monkeypatch):

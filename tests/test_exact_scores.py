@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from fairnas.metrics import face_identification_metrics, probe_ranks
-from fairnas.metrics.exact_scores import ExactScorer
+from fairnas.metrics.exact_scores import ExactScorer, score_dtype
 
 PRECISIONS = ("float32", "bfloat16")
 GAPS = (-1e-3, -1e-4, -1e-5, 1e-5, 1e-4, 1e-3)  # far below bfloat16's resolution, far above float32 rounding
@@ -139,9 +139,25 @@ def test_structureless_embeddings_switch_bfloat16_to_float32_and_stay_exact(rank
     assert torch.equal(ranks, _reference_ranks(embeddings, codes, rank_by)[probes])
 
 
+def test_the_default_product_is_bfloat16_on_the_cpu_and_float32_on_a_gpu(monkeypatch):
+    from fairnas.metrics import identification
+
+    built = []
+    monkeypatch.setattr(
+        identification,
+        "ExactScorer",
+        lambda *args, **kwargs: built.append(kwargs["dtype"]) or ExactScorer(*args, **kwargs),
+    )
+    embeddings, identities = _near_ties()
+    codes, probes = _probes(identities)
+    probe_ranks(embeddings, codes, probes)
+    assert built[0] == torch.bfloat16  # (these near ties then fall back to float32)
+    assert score_dtype("auto", torch.device("cuda")) == torch.float32 and score_dtype("float32") == torch.float32
+
+
 def test_unknown_precision_is_refused_before_any_work():
     embeddings, identities = _near_ties()
-    with pytest.raises(ValueError, match=r"^score_precision must be one of \['float32', 'bfloat16'\], got 'fp8'$"):
+    with pytest.raises(ValueError, match=r"^score_precision must be one of \['auto', 'float32', 'bfloat16'\], got 'fp8'$"):
         face_identification_metrics(embeddings, identities, identities, score_precision="fp8")
 
 

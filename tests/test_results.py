@@ -31,6 +31,39 @@ def test_the_readme_tables_are_rendered_from_the_committed_data():
         assert manifest["files"] and all((folder / name).is_file() for name in manifest["files"])
 
 
+def test_the_docs_blocks_are_rendered_from_the_committed_data():
+    for page, tables in results.DOC_TABLES.items():
+        assert results.drifted((REPO / page).read_text(), tables=tables) == [], f"{page}: run python -m fairnas.results render"
+        assert all((REPO / folder / results.MANIFEST).is_file() for folder, _ in tables.values())
+
+
+def test_the_gpu_table_judges_each_goal_and_says_what_was_not_measured(tmp_path):
+    from fairnas.gpu_check_report import GOALS, gpu_check_table
+
+    facts = {"device": "NVIDIA H200", "date": "2026-11-28", "torch": "2.11", "cuda": "13.0", "lightning": "2.6"}
+    (tmp_path / "gpu_check.json").write_text(json.dumps({"facts": {**facts, "python": "3.12"}}))
+    (tmp_path / "manifest.json").write_text(json.dumps({"commit": "abc1234"}))
+    pd.DataFrame({"loop": ["bare PyTorch", "Lightning"], "images/s": [1000.0, 960.0]}).to_csv(
+        tmp_path / "loop.csv", index=False
+    )
+    models = [("DPN paper (SMAC_301)", "fp32", 5000.0), ("DPN paper (SMAC_301)", "bf16", 15000.0)]
+    models += [("timm dpn68", "fp32", 1000.0), ("timm dpn68", "bf16", 1200.0)]
+    pd.DataFrame(models, columns=["model", "variant", "images/s"]).to_csv(tmp_path / "models.csv", index=False)
+    engines = {precision: {"seconds": seconds, "metrics": {"rank": 3.5}} for precision, seconds in [("float32", 9.0), ("bfloat16", 7.5)]}
+    (tmp_path / "metrics_speed_separable.json").write_text(json.dumps([{"n": 1_000_000, **engines}]))
+    pd.DataFrame({"trials": ["default"] * 2, "k": [1, 2], "trials_per_hour": [800.0, 900.0]}).to_csv(
+        tmp_path / "trials_per_gpu.csv", index=False
+    )
+    table = gpu_check_table(tmp_path)
+    assert "one NVIDIA H200 (2026-11-28, commit abc1234;" in table
+    assert "| 960 / 1,000 img/s = 0.960 | >= 0.95 | yes |" in table
+    assert "| fp32 5,000 / bf16 15,000 img/s | >= 14,000 img/s | yes |" in table
+    assert f"| 1.20x | >= {GOALS['dpn68_bf16_speedup']}x | no |" in table
+    assert "| exact metrics, hard set, N = 1M, D = 512 | not measured |" in table
+    assert "| 9.00 s / 7.50 s; ranks identical | <= 8 s at 1M, exact | yes |" in table
+    assert "| 800 / 900 / not measured |" in table and "paper_112px trials, k = 1 / 2 / 4 per GPU | not measured /" in table
+
+
 def test_the_strategy_table_is_the_mean_and_standard_error_of_the_runs(tmp_path, monkeypatch):
     folder = tmp_path / "results" / "search_efficiency"
     folder.mkdir(parents=True)

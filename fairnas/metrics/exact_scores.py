@@ -26,7 +26,11 @@ from __future__ import annotations
 
 import torch
 
-SCORE_PRECISIONS = ("float32", "bfloat16")
+SCORE_PRECISIONS = ("auto", "float32", "bfloat16")
+"""``auto`` (the default) is bfloat16 on the CPU, float32 elsewhere. On two CPU cores bfloat16 was 1.4-2.1x faster
+at N = 2k-50k on well-separated embeddings and cost at most 0.04 s (N = 2k) on barely separated ones, where it falls
+back; on one H200, on barely separated embeddings at N = 1M, it was 0.96x float32 (it fell back), and it has not
+been timed on separated ones there yet (docs/metrics.md)."""
 CUDA_SAFETY = 2.0
 FLOAT32_ROUNDOFF = 2.0**-24
 RECOMPUTE_CHUNK_ELEMENTS = 2**18  # float64 elements (pairs x D) gathered at once by ExactScorer.exact: fits L2
@@ -36,10 +40,13 @@ costs 2-5 us on two CPU cores, against the ~10 ns a bfloat16 product saves per p
 INTERNAL_FLOAT32_ROUNDING = {"highest": 0.0, "high": 2.0**-10, "medium": 2.0**-7}  # TF32 / bfloat16 ulp
 
 
-def score_dtype(precision: str) -> torch.dtype:
-    """The dtype of the fast product named by ``precision``; a one-line ValueError for any other name."""
+def score_dtype(precision: str, device: torch.device | None = None) -> torch.dtype:
+    """The dtype of the fast product named by ``precision`` on ``device`` (``auto``: bfloat16 on the CPU, else
+    float32); a one-line ValueError for any other name."""
     if precision not in SCORE_PRECISIONS:
         raise ValueError(f"score_precision must be one of {list(SCORE_PRECISIONS)}, got {precision!r}")
+    if precision == "auto":
+        return torch.bfloat16 if device is None or device.type == "cpu" else torch.float32
     return getattr(torch, precision)
 
 

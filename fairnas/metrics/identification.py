@@ -47,7 +47,7 @@ def face_identification_metrics(
     rank_by: str = "identity",
     normalize: bool = True,
     block_size: int = 1024,
-    score_precision: str = "float32",
+    score_precision: str = "auto",
 ) -> dict[str, float]:
     """Identification error, accuracy and rank, overall and per group, plus the Table 4.1 disparities.
 
@@ -66,8 +66,9 @@ def face_identification_metrics(
             per-identity maxima). E.g. N = 1,000,000, D = 512, 100,000 identities, block_size = 1024: ~4 GB + ~9.6 GB;
             halve block_size to halve the second term. A bfloat16 product adds ``2 N D`` for its copy of the
             embeddings; on the CPU its scores stay bfloat16, which halves their terms.
-        score_precision: dtype of the fast similarity product, "float32" (default) or "bfloat16". Ranks are exact
-            for both: comparisons within the product's rounding bound of a genuine score are decided in float64
+        score_precision: dtype of the fast similarity product, "float32", "bfloat16" or "auto" (the default:
+            bfloat16 on the CPU, float32 on a GPU; ``exact_scores.SCORE_PRECISIONS``). Ranks are exact for each:
+            comparisons within the product's rounding bound of a genuine score are decided in float64
             (``fairnas.metrics.exact_scores``); bfloat16 only changes the speed, and falls back to float32 when
             too many comparisons need deciding.
 
@@ -128,7 +129,7 @@ def probe_ranks(
     rank_by: str = "identity",
     normalize: bool = True,
     block_size: int = 1024,
-    score_precision: str = "float32",
+    score_precision: str = "auto",
 ) -> torch.Tensor:
     """Rank of each probe (see module docstring), computed blockwise without an N x N matrix.
 
@@ -144,7 +145,7 @@ def probe_ranks(
         rank_by: "identity" or "image".
         normalize: whether ``embeddings`` are unit vectors (selects the score above).
         block_size: probes per block; memory is O(N * block_size).
-        score_precision: the fast product's dtype, "float32" or "bfloat16".
+        score_precision: the fast product's dtype, "float32", "bfloat16" or "auto" (bfloat16 on the CPU).
 
     Returns:
         [P] int64 ranks on the embeddings' device.
@@ -152,7 +153,7 @@ def probe_ranks(
     _check_rank_by(rank_by)
     n_identities = int(identity_codes.max()) + 1
     gallery, row_of_image = _distinct_rows(embeddings)
-    dtype = score_dtype(score_precision)
+    dtype = score_dtype(score_precision, embeddings.device)
     scorer = ExactScorer(gallery, normalize=normalize, dtype=dtype)
     widest_band = WIDEST_BAND * len(embeddings) * block_size if dtype == torch.bfloat16 else torch.inf
     rows = torch.arange(len(embeddings), device=embeddings.device) if row_of_image is None else row_of_image
