@@ -12,6 +12,9 @@ Two parts, both on pre-built random batches (data loading is excluded; ``bench/d
   ``channels_last`` (``--channels-last``) and ``torch.compile`` (``--compile``, timed after compilation), as a ratio
   to the same model's fp32 eager run, and each model's training GFLOP per image (3x the forward pass's,
   ``torch.utils.flop_counter``), from which ``bench/gpu_check.py`` computes the model FLOP utilisation.
+- ``compile``: the paper's DPN in the default GPU set-up (bf16 autocast, ``channels_last``), eager and under
+  ``torch.compile``: images/s after the warm-up, the warm-up's seconds, and the training steps after which the
+  compilation has paid for itself (``compile.csv``, ``compile_payback.csv``).
 - ``overhead``: the host time Lightning adds per step, with a near-zero model on the CPU (flatten + one 16-wide
   linear layer at 8 px, batch 4, one intra-op thread): ms/step of the bare loop and of Lightning with the module as
   it is, logging every step, and as before 2026-11-28 (every step logged, Lightning's per-hook attribute set through
@@ -49,6 +52,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 import pytorch_lightning as pl
@@ -156,6 +160,13 @@ def lightning_images_per_second(module: FaceRecognitionModule, batches: list[dic
     return setting.batch_size * setting.steps / (timer.end - timer.start)
 
 
+class StepTimes(NamedTuple):
+    images_per_s: float
+    """after the warm-up steps"""
+    warmup_s: float
+    """the warm-up steps' seconds (with ``torch.compile``, the compilation's too)"""
+
+
 def train_steps(
     embedder,
     head,
@@ -164,9 +175,12 @@ def train_steps(
     batches: list[dict],
     setting: Setting,
     autocast: bool = False,
-) -> float:
-    """Images/s of plain forward / loss / backward / step over ``batches``, the first ``warmup`` untimed."""
+) -> StepTimes:
+    """Images/s of plain forward / loss / backward / step over ``batches``, the first ``warmup`` untimed, and the
+    seconds those took."""
     device_type = "cuda" if setting.device.startswith("cuda") else "cpu"
+    synchronize(setting.device)
+    first = time.perf_counter()
     for step, batch in enumerate(batches):
         if step == setting.warmup:
             synchronize(setting.device)
@@ -178,7 +192,7 @@ def train_steps(
         value.backward()
         optimizer.step()
     synchronize(setting.device)
-    return setting.batch_size * setting.steps / (time.perf_counter() - start)
+    return StepTimes(setting.batch_size * setting.steps / (time.perf_counter() - start), start - first)
 
 
 class StepProfiler(pl.Callback):
@@ -240,7 +254,9 @@ def compare_loops(setting: Setting) -> pd.DataFrame:
     bare = copy.deepcopy(module).train()
     batches = random_batches(setting, setting.warmup + setting.steps)
     optimizer = bare.optimizer_factory(params=bare.parameters())
-    bare_rate = train_steps(bare.embedder, bare.head, bare.loss, optimizer, batches, setting, autocast=setting.bf16)
+    bare_rate = train_steps(
+        bare.embedder, bare.head, bare.loss, optimizer, batches, setting, autocast=setting.bf16
+    ).images_per_s
     lightning_rate = lightning_images_per_second(module, batches, setting)
     return pd.DataFrame(
         [
@@ -442,7 +458,7 @@ def host_overhead(setting: Setting, repeats: int, width: int = 16) -> tuple[pd.D
             if way == "bare PyTorch":
                 bare = copy.deepcopy(modules["Lightning"]).train()
                 optimizer = bare.optimizer_factory(params=bare.parameters())
-                rate = train_steps(bare.embedder, bare.head, bare.loss, optimizer, batches, setting)
+                rate = train_steps(bare.embedder, bare.head, bare.loss, optimizer, batches, setting).images_per_s
                 seconds = setting.batch_size * setting.steps / rate
             else:
                 timer = StepTimer(setting.warmup, setting.device)
@@ -468,7 +484,8 @@ def host_overhead(setting: Setting, repeats: int, width: int = 16) -> tuple[pd.D
     return summary, breakdown, top
 
 
-MODELS = {"DPN paper (SMAC_301)": ["backbone.preset=paper"], "timm dpn68": ["backbone=timm", "backbone.name=dpn68"]}
+PAPER_DPN = "DPN paper (SMAC_301)"
+MODELS = {PAPER_DPN: ["backbone.preset=paper"], "timm dpn68": ["backbone=timm", "backbone.name=dpn68"]}
 SHOWCASE_MODELS = {
     "default DPN (3-0-1)": ["experiment=showcase"],
     "searched DPN (6-6-3)": ["experiment=showcase", "backbone.ops=[6,6,3]"],
@@ -503,7 +520,7 @@ def compare_models(setting: Setting, models: dict[str, list[str]], variants: lis
             torch.manual_seed(0)
             module = build_module([*overrides, *variant_overrides]).to(setting.device).train()
             embedder = torch.compile(module.embedder) if compiled else module.embedder
-            rate = train_steps(
+            times = train_steps(
                 embedder,
                 module.head,
                 module.loss,
@@ -512,11 +529,39 @@ def compare_models(setting: Setting, models: dict[str, list[str]], variants: lis
                 setting,
                 autocast=autocast,
             )
-            rows.append({"model": model, "variant": variant, "images/s": rate, "GFLOP/image": flops / 1e9})
+            rows.append(
+                {
+                    "model": model,
+                    "variant": variant,
+                    "images/s": times.images_per_s,
+                    "warm-up s": times.warmup_s,
+                    "GFLOP/image": flops / 1e9,
+                }
+            )
     table = pd.DataFrame(rows)
     baseline = table[table["variant"] == variants[0][0]].set_index("model")["images/s"]
     table[f"ratio to {variants[0][0]}"] = table["images/s"] / table["model"].map(baseline)
     return table
+
+
+def compile_payback(models: pd.DataFrame, batch_size: int) -> pd.DataFrame:
+    """The ``compile`` part's answer from its two rows (eager, then compiled): the compiled model's speed-up, the
+    seconds compiling added to the warm-up, and the training steps after which it has paid them back (infinite when
+    the compiled steps are not faster)."""
+    eager, compiled = models.iloc[0], models.iloc[1]
+    extra = compiled["warm-up s"] - eager["warm-up s"]
+    saved_per_step = batch_size / eager["images/s"] - batch_size / compiled["images/s"]
+    steps = extra / saved_per_step if saved_per_step > 0 else float("inf")
+    return pd.DataFrame(
+        [
+            {
+                "model": eager["model"],
+                "speed-up": compiled["images/s"] / eager["images/s"],
+                "compile s": extra,
+                "break-even steps": steps,
+            }
+        ]
+    )
 
 
 def model_variants(channels_last: bool, compile_model: bool) -> list[tuple]:
@@ -542,7 +587,7 @@ def header(device: str) -> str:
 def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
-    parts_help = "comma-separated: loop, models, overhead, profile, showcase"
+    parts_help = "comma-separated: loop, models, compile, overhead, profile, showcase"
     parser.add_argument("--parts", default="loop,models", help=parts_help)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--loop-image-size", type=int, default=64, help="image size of the loop comparison")
@@ -597,6 +642,18 @@ def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
         print(
             f"\nTraining images/s at {setting.image_size} px, batch {setting.batch_size}:\n"
             f"{tables['models'].to_string(index=False, float_format='{:.3f}'.format)}"
+        )
+    if "compile" in parts:
+        setting = Setting(args.device, args.batch_size, args.model_image_size, args.steps, args.warmup)
+        nhwc = ["channels_last=true"]
+        variants = [("bf16 channels_last", True, nhwc, False), ("bf16 channels_last compiled", True, nhwc, True)]
+        paper = {name: overrides for name, overrides in MODELS.items() if name == PAPER_DPN}
+        tables["compile"] = compare_models(setting, paper, variants)
+        tables["compile_payback"] = compile_payback(tables["compile"], setting.batch_size)
+        print(
+            f"\nThe paper's DPN compiled, in the default GPU set-up (bf16, channels_last), {setting.image_size} px, batch "
+            f"{setting.batch_size}:\n{tables['compile'].to_string(index=False, float_format='{:.3f}'.format)}\n"
+            f"{tables['compile_payback'].to_string(index=False, float_format='{:.2f}'.format)}"
         )
     if "showcase" in parts:
         setting = Setting(args.device, args.batch_size, 32, args.steps, args.warmup)

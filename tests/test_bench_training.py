@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 
+import pandas as pd
 import pytest
 
 from bench import gpu_check, training_speed
@@ -118,3 +119,27 @@ def test_the_gpu_check_records_the_commit_it_checked():
     if (gpu_check.REPOSITORY / ".git").exists():
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=gpu_check.REPOSITORY, capture_output=True, text=True)
         assert head.stdout.startswith(commit.removesuffix("+dirty"))
+
+
+def test_compiling_pays_back_after_the_steps_its_extra_warm_up_buys():
+    rows = pd.DataFrame(
+        {"model": ["m", "m"], "variant": ["eager", "compiled"], "images/s": [100.0, 200.0], "warm-up s": [1.0, 11.0]}
+    )
+    payback = training_speed.compile_payback(rows, batch_size=10).iloc[0]
+    assert payback["speed-up"] == 2.0 and payback["compile s"] == 10.0
+    assert payback["break-even steps"] == pytest.approx(200)  # 10 s / (0.1 - 0.05) s a step
+    slower = rows.assign(**{"images/s": [100.0, 90.0]})
+    assert training_speed.compile_payback(slower, batch_size=10).iloc[0]["break-even steps"] == float("inf")
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_the_compile_part_times_the_paper_dpn_eager_and_compiled_in_the_gpu_set_up(tmp_path, monkeypatch):
+    compiled = []
+    monkeypatch.setattr(training_speed.torch, "compile", lambda module: compiled.append(module) or module)
+    options = ["--steps", "1", "--warmup", "1", "--batch-size", "2", "--model-image-size", "32"]
+    tables = training_speed.main(["--parts", "compile", *options, "--output-dir", str(tmp_path)])
+    times = tables["compile"]
+    assert list(times["variant"]) == ["bf16 channels_last", "bf16 channels_last compiled"] and len(compiled) == 1
+    assert (times["model"] == training_speed.PAPER_DPN).all() and (times["warm-up s"] > 0).all()
+    assert set(tables["compile_payback"].columns) == {"model", "speed-up", "compile s", "break-even steps"}
+    assert (tmp_path / "compile_payback.csv").is_file()
