@@ -9,7 +9,8 @@ Two parts, both on pre-built random batches (data loading is excluded; ``bench/d
   Lightning >= 0.95x the bare loop's images/s.
 - ``models``: training images/s (forward, backward, optimiser step) of the paper-sized searchable DPN
   (``backbone.preset=paper``, SMAC_301) against timm's ``dpn68`` at 112 px, fp32 and bf16 autocast, each also with
-  ``channels_last`` (``--channels-last``) and ``torch.compile`` (``--compile``, timed after compilation), as a ratio
+  ``channels_last`` (``--channels-last``, which adds bf16 channels_last with cuDNN autotuning,
+  ``torch.backends.cudnn.benchmark``) and ``torch.compile`` (``--compile``, timed after compilation), as a ratio
   to the same model's fp32 eager run, and each model's training GFLOP per image (3x the forward pass's,
   ``torch.utils.flop_counter``), from which ``bench/gpu_check.py`` computes the model FLOP utilisation.
 - ``compile``: the paper's DPN in the default GPU set-up (bf16 autocast, ``channels_last``), eager and under
@@ -508,39 +509,56 @@ def training_flops_per_image(module: FaceRecognitionModule, batch: dict) -> floa
     return 3 * counter.get_total_flops() / len(images)
 
 
-def compare_models(setting: Setting, models: dict[str, list[str]], variants: list[tuple]) -> pd.DataFrame:
-    """Training images/s per model and variant ``(name, autocast, overrides, compile)``, the ratio to the model's
-    first variant, and the model's training GFLOP per image (the same in every variant)."""
+@dataclass(frozen=True)
+class Variant:
+    """One way of training a model in the ``models``, ``compile`` and ``showcase`` parts."""
+
+    name: str
+    autocast: bool
+    overrides: tuple[str, ...]
+    compiled: bool = False
+    autotuned: bool = False
+    """cuDNN picks the fastest convolution algorithm for each shape (``torch.backends.cudnn.benchmark``)"""
+
+
+def compare_models(setting: Setting, models: dict[str, list[str]], variants: list[Variant]) -> pd.DataFrame:
+    """Training images/s per model and :class:`Variant`, the ratio to the model's first variant, the warm-up's
+    seconds, and the model's training GFLOP per image (the same in every variant)."""
     batches = random_batches(setting, setting.warmup + setting.steps)
     rows = []
     for model, overrides in models.items():
         torch.manual_seed(0)
         flops = training_flops_per_image(build_module(overrides).to(setting.device).train(), batches[0])
-        for variant, autocast, variant_overrides, compiled in variants:
+        for variant in variants:
             torch.manual_seed(0)
-            module = build_module([*overrides, *variant_overrides]).to(setting.device).train()
-            embedder = torch.compile(module.embedder) if compiled else module.embedder
-            times = train_steps(
-                embedder,
-                module.head,
-                module.loss,
-                module.optimizer_factory(params=module.parameters()),
-                batches,
-                setting,
-                autocast=autocast,
-            )
+            module = build_module([*overrides, *variant.overrides]).to(setting.device).train()
+            embedder = torch.compile(module.embedder) if variant.compiled else module.embedder
+            autotuned = torch.backends.cudnn.benchmark
+            torch.backends.cudnn.benchmark = variant.autotuned
+            try:
+                times = train_steps(
+                    embedder,
+                    module.head,
+                    module.loss,
+                    module.optimizer_factory(params=module.parameters()),
+                    batches,
+                    setting,
+                    autocast=variant.autocast,
+                )
+            finally:
+                torch.backends.cudnn.benchmark = autotuned
             rows.append(
                 {
                     "model": model,
-                    "variant": variant,
+                    "variant": variant.name,
                     "images/s": times.images_per_s,
                     "warm-up s": times.warmup_s,
                     "GFLOP/image": flops / 1e9,
                 }
             )
     table = pd.DataFrame(rows)
-    baseline = table[table["variant"] == variants[0][0]].set_index("model")["images/s"]
-    table[f"ratio to {variants[0][0]}"] = table["images/s"] / table["model"].map(baseline)
+    baseline = table[table["variant"] == variants[0].name].set_index("model")["images/s"]
+    table[f"ratio to {variants[0].name}"] = table["images/s"] / table["model"].map(baseline)
     return table
 
 
@@ -564,14 +582,18 @@ def compile_payback(models: pd.DataFrame, batch_size: int) -> pd.DataFrame:
     )
 
 
-def model_variants(channels_last: bool, compile_model: bool) -> list[tuple]:
-    """The ``models`` part's variants: fp32 and bf16 in NCHW, with ``channels_last`` and compiled when asked."""
-    nchw, nhwc = ["channels_last=false"], ["channels_last=true"]
-    variants = [("fp32", False, nchw, False), ("bf16", True, nchw, False)]
+NCHW, NHWC = ("channels_last=false",), ("channels_last=true",)
+
+
+def model_variants(channels_last: bool, compile_model: bool) -> list[Variant]:
+    """The ``models`` part's variants: fp32 and bf16 in NCHW; with ``channels_last`` also both in channels_last and
+    bf16 channels_last with cuDNN autotuning; compiled when asked."""
+    variants = [Variant("fp32", False, NCHW), Variant("bf16", True, NCHW)]
     if channels_last:
-        variants += [("fp32 channels_last", False, nhwc, False), ("bf16 channels_last", True, nhwc, False)]
+        variants += [Variant("fp32 channels_last", False, NHWC), Variant("bf16 channels_last", True, NHWC)]
+        variants += [Variant("bf16 channels_last autotuned", True, NHWC, autotuned=True)]
     if compile_model:
-        variants += [("fp32 compile", False, nchw, True), ("bf16 compile", True, nchw, True)]
+        variants += [Variant("fp32 compile", False, NCHW, compiled=True), Variant("bf16 compile", True, NCHW, compiled=True)]
     return variants
 
 
@@ -645,8 +667,7 @@ def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
         )
     if "compile" in parts:
         setting = Setting(args.device, args.batch_size, args.model_image_size, args.steps, args.warmup)
-        nhwc = ["channels_last=true"]
-        variants = [("bf16 channels_last", True, nhwc, False), ("bf16 channels_last compiled", True, nhwc, True)]
+        variants = [Variant("bf16 channels_last", True, NHWC), Variant("bf16 channels_last compiled", True, NHWC, True)]
         paper = {name: overrides for name, overrides in MODELS.items() if name == PAPER_DPN}
         tables["compile"] = compare_models(setting, paper, variants)
         tables["compile_payback"] = compile_payback(tables["compile"], setting.batch_size)
@@ -658,9 +679,9 @@ def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
     if "showcase" in parts:
         setting = Setting(args.device, args.batch_size, 32, args.steps, args.warmup)
         variants = [
-            ("NCHW", False, ["channels_last=false", "optimizer.fused=false"], False),
-            ("channels_last", False, ["channels_last=true", "optimizer.fused=false"], False),
-            ("channels_last, fused AdamW", False, ["channels_last=true", "optimizer.fused=true"], False),
+            Variant("NCHW", False, (*NCHW, "optimizer.fused=false")),
+            Variant("channels_last", False, (*NHWC, "optimizer.fused=false")),
+            Variant("channels_last, fused AdamW", False, (*NHWC, "optimizer.fused=true")),
         ]
         tables["showcase"] = compare_models(setting, SHOWCASE_MODELS, variants)
         print(
