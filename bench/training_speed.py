@@ -593,7 +593,10 @@ def model_variants(channels_last: bool, compile_model: bool) -> list[Variant]:
         variants += [Variant("fp32 channels_last", False, NHWC), Variant("bf16 channels_last", True, NHWC)]
         variants += [Variant("bf16 channels_last autotuned", True, NHWC, autotuned=True)]
     if compile_model:
-        variants += [Variant("fp32 compile", False, NCHW, compiled=True), Variant("bf16 compile", True, NCHW, compiled=True)]
+        variants += [
+            Variant("fp32 compile", False, NCHW, compiled=True),
+            Variant("bf16 compile", True, NCHW, compiled=True),
+        ]
     return variants
 
 
@@ -672,8 +675,8 @@ def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
         tables["compile"] = compare_models(setting, paper, variants)
         tables["compile_payback"] = compile_payback(tables["compile"], setting.batch_size)
         print(
-            f"\nThe paper's DPN compiled, in the default GPU set-up (bf16, channels_last), {setting.image_size} px, batch "
-            f"{setting.batch_size}:\n{tables['compile'].to_string(index=False, float_format='{:.3f}'.format)}\n"
+            f"\nThe paper's DPN compiled, in the default GPU set-up (bf16, channels_last), {setting.image_size} px, "
+            f"batch {setting.batch_size}:\n{tables['compile'].to_string(index=False, float_format='{:.3f}'.format)}\n"
             f"{tables['compile_payback'].to_string(index=False, float_format='{:.2f}'.format)}"
         )
     if "showcase" in parts:

@@ -54,7 +54,10 @@ def _throughput_rows(folder: Path) -> list[tuple[str, str, str, str]]:
     figures = ("Lightning / bare loop (tiny DPN, 112 px, bf16, batch 256)", "paper DPN, 112 px, batch 256")
     figures += ("timm dpn68, bf16 / fp32",)
     if not (folder / "loop.csv").is_file():
-        return [(figure, NOT_MEASURED, goal, "") for figure, goal in zip(figures, (loop_goal, paper_goal, dpn68_goal))]
+        return [
+            (figure, NOT_MEASURED, goal, "")
+            for figure, goal in zip(figures, (loop_goal, paper_goal, dpn68_goal), strict=True)
+        ]
     loop = pd.read_csv(folder / "loop.csv").set_index("loop")["images/s"]
     ratio = loop["Lightning"] / loop["bare PyTorch"]
     rate = pd.read_csv(folder / "models.csv").set_index(["model", "variant"])["images/s"]

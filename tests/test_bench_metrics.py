@@ -85,7 +85,11 @@ def test_the_gpu_check_counts_trials_per_hour_for_each_share_and_names_the_best(
     assert found["best_k_default"] == 2 and found["best_k_paper_112px"] == 2
     assert all("search.final.seeds=0" in command for command in commands)
     search = compose_config("search", commands[4][2:-1]).search  # the overrides, without search.py and run dir
-    assert list(search.train_overrides) == [*gpu_check.GPU_TRIAL, "data.table.image_size=112", "data.transforms.resize=120"]
+    assert list(search.train_overrides) == [
+        *gpu_check.GPU_TRIAL,
+        "data.table.image_size=112",
+        "data.transforms.resize=120",
+    ]
     assert not compose_config("search", commands[4][2:-1]).get("logger")
     assert len(pd.read_csv(tmp_path / "trials_per_gpu.csv")) == 6
     assert (search.trials_per_gpu, search.n_trials, search.strategy) == (2, 16, "random")

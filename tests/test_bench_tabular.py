@@ -180,7 +180,11 @@ def test_top_seeds_train_more_seeds_of_the_best_quarter_by_error_only(tabular, t
     assert sorted(trained) == sorted((2, config) for config in best) and len(best) == 2
     assert set(extended.loc[extended["seed"] == 2, "config_id"]) == best and len(extended) == len(table) + 2 * 2
     spec = json.loads((tmp_path / "tiny.json").read_text())
-    assert spec["seeds"] == [0, 1] and spec["top_region"] == {"share": 0.25, "seeds": [0, 1, 2], "config_ids": sorted(best)}
+    assert spec["seeds"] == [0, 1] and spec["top_region"] == {
+        "share": 0.25,
+        "seeds": [0, 1, 2],
+        "config_ids": sorted(best),
+    }
     with pytest.raises(ValueError, match=r"--top-seeds extends a built table, and .*other.csv is not built yet"):
         module.top_region(tmp_path, "other", [], 2)
 

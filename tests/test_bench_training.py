@@ -73,7 +73,11 @@ def test_the_gpu_check_names_an_unknown_check_and_the_allowed_ones_before_lookin
 
 def test_the_gpu_checks_overrides_compose_as_meant():
     search = compose_config("search", gpu_check.SEARCH).search
-    assert list(search.train_overrides) == ["trainer=gpu", "logger=none"] and search.total_budget == 24 and search.final.seeds == 1
+    assert (
+        list(search.train_overrides) == ["trainer=gpu", "logger=none"]
+        and search.total_budget == 24
+        and search.final.seeds == 1
+    )
     assert not compose_config("search", gpu_check.SEARCH).get("logger")
     train = compose_config("train", ["trainer=gpu", *gpu_check.PAPER_DPN])
     assert train.data.table.image_size == 112 and train.trainer.accelerator == "gpu"

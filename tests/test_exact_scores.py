@@ -157,7 +157,9 @@ def test_the_default_product_is_bfloat16_on_the_cpu_and_float32_on_a_gpu(monkeyp
 
 def test_unknown_precision_is_refused_before_any_work():
     embeddings, identities = _near_ties()
-    with pytest.raises(ValueError, match=r"^score_precision must be one of \['auto', 'float32', 'bfloat16'\], got 'fp8'$"):
+    with pytest.raises(
+        ValueError, match=r"^score_precision must be one of \['auto', 'float32', 'bfloat16'\], got 'fp8'$"
+    ):
         face_identification_metrics(embeddings, identities, identities, score_precision="fp8")
 
 

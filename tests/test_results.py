@@ -33,7 +33,9 @@ def test_the_readme_tables_are_rendered_from_the_committed_data():
 
 def test_the_docs_blocks_are_rendered_from_the_committed_data():
     for page, tables in results.DOC_TABLES.items():
-        assert results.drifted((REPO / page).read_text(), tables=tables) == [], f"{page}: run python -m fairnas.results render"
+        assert results.drifted((REPO / page).read_text(), tables=tables) == [], (
+            f"{page}: run python -m fairnas.results render"
+        )
         assert all((REPO / folder / results.MANIFEST).is_file() for folder, _ in tables.values())
 
 
@@ -49,7 +51,10 @@ def test_the_gpu_table_judges_each_goal_and_says_what_was_not_measured(tmp_path)
     models = [("DPN paper (SMAC_301)", "fp32", 5000.0), ("DPN paper (SMAC_301)", "bf16", 15000.0)]
     models += [("timm dpn68", "fp32", 1000.0), ("timm dpn68", "bf16", 1200.0)]
     pd.DataFrame(models, columns=["model", "variant", "images/s"]).to_csv(tmp_path / "models.csv", index=False)
-    engines = {precision: {"seconds": seconds, "metrics": {"rank": 3.5}} for precision, seconds in [("float32", 9.0), ("bfloat16", 7.5)]}
+    engines = {
+        precision: {"seconds": seconds, "metrics": {"rank": 3.5}}
+        for precision, seconds in [("float32", 9.0), ("bfloat16", 7.5)]
+    }
     (tmp_path / "metrics_speed_separable.json").write_text(json.dumps([{"n": 1_000_000, **engines}]))
     pd.DataFrame({"trials": ["default"] * 2, "k": [1, 2], "trials_per_hour": [800.0, 900.0]}).to_csv(
         tmp_path / "trials_per_gpu.csv", index=False
@@ -61,7 +66,10 @@ def test_the_gpu_table_judges_each_goal_and_says_what_was_not_measured(tmp_path)
     assert f"| 1.20x | >= {GOALS['dpn68_bf16_speedup']}x | no |" in table
     assert "| exact metrics, hard set, N = 1M, D = 512 | not measured |" in table
     assert "| 9.00 s / 7.50 s; ranks identical | <= 8 s at 1M, exact | yes |" in table
-    assert "| 800 / 900 / not measured |" in table and "paper_112px trials, k = 1 / 2 / 4 per GPU | not measured /" in table
+    assert (
+        "| 800 / 900 / not measured |" in table
+        and "paper_112px trials, k = 1 / 2 / 4 per GPU | not measured /" in table
+    )
 
 
 def test_the_strategy_table_is_the_mean_and_standard_error_of_the_runs(tmp_path, monkeypatch):
