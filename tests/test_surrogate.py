@@ -24,9 +24,11 @@ from fairnas.benchmarks.surrogate import (
     RunsTable,
     StackedForest,
     Surrogate,
+    common_seeds,
     cross_validate,
     fast_predictor,
     mean_ceiling,
+    seed_pair_tau,
 )
 from fairnas.benchmarks.surrogate_target import SurrogateTarget
 from fairnas.benchmarks.tables import load_table, true_values
@@ -451,3 +453,18 @@ def test_live_check_leaves_out_missing_values_and_leads_the_seeds_cannot_tell(su
     lead = rows.loc[(LEAD, "val/error")]
     assert lead["n"] == 0 and pd.isna(lead["agree"]) and pd.isna(lead["in_measured_ci"])  # no seed trained by both
     assert "agrees in sign: 0 of 0" in summary([check])
+
+
+def test_seed_figures_use_only_the_seeds_every_configuration_has():
+    """A table whose best configurations got more seeds (bench/tabular.py build --top-seeds): the seed-pair tau of
+    the whole set compares seeds 0 and 1 only, not seed 2 over the range-restricted best few."""
+    rng = np.random.default_rng(0)
+    truth = np.linspace(0, 1, 40)
+    values = truth[:, None] + 0.2 * rng.standard_normal((40, 3))
+    values[10:, 2] = np.nan  # seed 2 only for the 10 best
+    expected = stats.kendalltau(values[:, 0], values[:, 1]).statistic
+    assert common_seeds(values) == [0, 1]
+    assert seed_pair_tau(values) == pytest.approx(expected)
+    assert seed_pair_tau(values[:10]) == pytest.approx(
+        np.mean([stats.kendalltau(values[:10, a], values[:10, b]).statistic for a, b in [(0, 1), (0, 2), (1, 2)]])
+    )

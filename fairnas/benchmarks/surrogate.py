@@ -342,7 +342,8 @@ def cross_validate(
 
     - ``tau_<objective>``: Kendall's tau of the predicted means against the held-out configurations' measured means
       (S-seed means); ``ceiling_<objective>``: the tau the true means themselves would reach against those S-seed
-      means (:func:`mean_ceiling` of ``seed_pair_tau_<objective>``, the tau between two single seeds), so
+      means (:func:`mean_ceiling` of ``seed_pair_tau_<objective>``, the tau between two single seeds of the
+      :func:`common_seeds`, at the median number of seeds), so
       ``tau_ratio_<objective>``, the first over the second, is 1 for a perfect model; ``one_seed_ratio_<objective>``,
       prediction against one held-out seed over seed against seed, a second, conservative reading;
     - the same three (``top_`` prefix) over the :data:`TOP_SHARE` of configurations lowest in measured error, the
@@ -402,11 +403,9 @@ def _ranking(
 ) -> dict[str, float]:
     """``cross_validate``'s ranking figures of one objective over some configurations (see there)."""
     tau = float(stats.kendalltau(predicted, measured).statistic)
-    seed_pair = _seed_pair_tau(seeds)
+    seed_pair = seed_pair_tau(seeds)
     ceiling = mean_ceiling(seed_pair, float(np.median(n_seeds)))
-    one_seed = [
-        stats.kendalltau(predicted[~np.isnan(column)], column[~np.isnan(column)]).statistic for column in seeds.T
-    ]
+    one_seed = [stats.kendalltau(predicted, seeds[:, seed]).statistic for seed in common_seeds(seeds)]
     return {
         f"{prefix}tau_{name}": tau,
         f"{prefix}ceiling_{name}": ceiling,
@@ -435,12 +434,20 @@ def _groups(configs: Sequence[Mapping[str, Any]], group_by: Sequence[str]) -> np
     return pd.factorize(pd.Series(keys))[0]
 
 
-def _seed_pair_tau(values: np.ndarray) -> float:
-    """Mean Kendall tau between the values of two seeds over the configurations both have ([configuration, seed])."""
-    taus = []
-    for a in range(values.shape[1]):
-        for b in range(a + 1, values.shape[1]):
-            both = ~np.isnan(values[:, a]) & ~np.isnan(values[:, b])
-            if both.sum() > 2:
-                taus.append(stats.kendalltau(values[both, a], values[both, b]).statistic)
-    return float(np.mean(taus)) if taus else np.nan
+def seed_pair_tau(values: np.ndarray) -> float:
+    """Mean Kendall tau between the values of two seeds ([configuration, seed]), over the seeds every configuration
+    has (:func:`common_seeds`)."""
+    common = common_seeds(values)
+    taus = [
+        stats.kendalltau(values[:, a], values[:, b]).statistic
+        for position, a in enumerate(common)
+        for b in common[position + 1 :]
+    ]
+    return float(np.mean(taus)) if taus and len(values) > 2 else np.nan
+
+
+def common_seeds(values: np.ndarray) -> list[int]:
+    """The seed columns of ``values`` [configuration, seed] that every configuration has. A table whose top region
+    has more seeds (``bench/tabular.py build --top-seeds``) has its extra seeds for a subset only; comparing them
+    over that range-restricted subset would bias the figures of the whole set."""
+    return [seed for seed in range(values.shape[1]) if not np.isnan(values[:, seed]).any()]
