@@ -18,8 +18,14 @@ the whole space (``--anchor-fixed`` gives what that table holds fixed outside it
 whole space, from which a surrogate is fitted::
 
     OMP_NUM_THREADS=1 python bench/tabular.py build --name dpn_paper_sampled --seeds 2 \\
-        --space searchspaces/dpn_paper_group_sampling.yaml --sobol 128 \\
+        --space searchspaces/dpn_paper_group_sampling.yaml --sobol 256 \\
         --anchors searchspaces/dpn_table.yaml --anchor-fixed optimizer=adamw --shard 0/2    # and --shard 1/2
+
+More seeds where searches end (the best quarter by error), as a new table that leaves the one it extends as it was
+(the table the planned comparison was run on stays reproducible)::
+
+    OMP_NUM_THREADS=1 python bench/tabular.py build --name dpn_paper_top5 --extends dpn_paper_sampled --seeds 2 \\
+        --top-seeds 5 ... (the build command of dpn_paper_sampled) --shard 0/2    # and --shard 1/2
 
 Runs live in ``outputs/tabular/<name>/<config id>/seed<s>/`` of the repository (``--work-dir``); the finished
 ones are also kept in the record ``<tables>/<name>.runs.csv`` until the table is written. Commit the record, and a
@@ -63,6 +69,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, default=SEEDS, help="training seeds 0 .. N-1 per configuration")
     parser.add_argument(
         "--top-seeds", type=int, help="build: also train seeds --seeds .. N-1 of the built table's top quarter by error"
+    )
+    parser.add_argument(
+        "--extends", metavar="NAME", help="build: start from the built table NAME's runs, which stays as it is"
     )
     parser.add_argument("--overrides", nargs="*", default=[], help="train.py overrides after experiment=showcase")
     parser.add_argument("--sobol", type=int, help="train the first N points of a Sobol design instead of the grid")
@@ -119,6 +128,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 configs=sampled_configs(args),
                 command=" ".join(["python bench/tabular.py", *(argv if argv is not None else sys.argv[1:])]),
                 top_seeds=args.top_seeds,
+                extends=args.extends,
             )
             is None
         ):

@@ -158,7 +158,8 @@ def test_a_build_that_extends_a_committed_table_trains_only_what_the_table_lacks
 
 def test_top_seeds_train_more_seeds_of_the_best_quarter_by_error_only(tabular, tmp_path):
     """``top_seeds=3`` adds seed 2 to the configurations whose seed-0/1 mean error is in the lowest quarter (2 of
-    the tiny table's 6), trains nothing else, and the spec names them."""
+    the tiny table's 6), trains nothing else, and the spec names them; built as a new table that ``extends`` the
+    first, which is left as it was."""
     module, folder = tabular
     table, _ = load_table("tiny", folder)
     for suffix in (".csv", ".json"):
@@ -167,7 +168,7 @@ def test_top_seeds_train_more_seeds_of_the_best_quarter_by_error_only(tabular, t
     best = set(error.index[error <= error.quantile(0.25)])
     trained: list = []
     extended = module.build(
-        "tiny",
+        "tiny_top",
         [*TINY, f"paths.cache_dir={cache_of(folder)}"],
         tmp_path / "runs",
         counting(trained),
@@ -176,10 +177,13 @@ def test_top_seeds_train_more_seeds_of_the_best_quarter_by_error_only(tabular, t
         max_budget=2,
         seeds=2,
         top_seeds=3,
+        extends="tiny",
     )
     assert sorted(trained) == sorted((2, config) for config in best) and len(best) == 2
     assert set(extended.loc[extended["seed"] == 2, "config_id"]) == best and len(extended) == len(table) + 2 * 2
-    spec = json.loads((tmp_path / "tiny.json").read_text())
+    assert (tmp_path / "tiny.csv").read_bytes() == (folder / "tiny.csv").read_bytes()
+    assert load_table("tiny_top", tmp_path)[0].equals(extended)
+    spec = json.loads((tmp_path / "tiny_top.json").read_text())
     assert spec["seeds"] == [0, 1] and spec["top_region"] == {
         "share": 0.25,
         "seeds": [0, 1, 2],

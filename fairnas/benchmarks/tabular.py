@@ -123,6 +123,7 @@ def build(
     configs: Sequence[dict[str, Any]] | None = None,
     command: str | None = None,
     top_seeds: int | None = None,
+    extends: str | None = None,
 ) -> pd.DataFrame | None:
     """Train every configuration of ``space_file`` (``configs`` when given, e.g. a space-filling design of a space
     too large for a grid: :mod:`fairnas.benchmarks.design`) with seeds ``0 .. seeds-1`` (the runs not finished
@@ -130,6 +131,8 @@ def build(
 
     ``top_seeds`` extends a built table where searches end: the configurations of its :func:`top_region` also get
     seeds ``seeds .. top_seeds-1``, trained after every other run (the spec lists them under ``top_region``).
+    ``extends`` names the built table a new table ``name`` starts from (its runs are read back, its top region
+    chosen), which stays as it is; by default a build extends the table ``name`` itself.
 
     ``shard=(k, n)`` trains only every n-th run from the k-th (runs ordered seed by seed), so n single-threaded
     processes share the cores; whichever finds every run finished writes the table (``None`` until then).
@@ -137,11 +140,12 @@ def build(
     space = load_space(space_file)
     configs = list(grid(space)) if configs is None else list(configs)
     runs = [(config, seed) for seed in range(seeds) for config in configs]
-    top = [] if top_seeds is None else top_region(tables, name, configs, seeds)
+    extends = extends or name
+    top = [] if top_seeds is None else top_region(tables, extends, configs, seeds)
     runs += [(config, seed) for seed in range(seeds, top_seeds or 0) for config in top]
     base = table_overrides(overrides, max_budget)
-    record = Record(tables / f"{name}{RECORD_SUFFIX}", work_dir, tables / f"{name}.csv")
-    _check_extends(tables / f"{name}.json", base)
+    record = Record(tables / f"{name}{RECORD_SUFFIX}", work_dir, tables / f"{extends}.csv")
+    _check_extends(tables / f"{extends}.json", base)
     start = time.perf_counter()
     recorded_before = record.runs()  # read once: no other shard trains this shard's runs
     for index, (config, seed) in enumerate(runs[shard[0] :: shard[1]]):
