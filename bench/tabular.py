@@ -92,6 +92,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--group-by", nargs="*", default=[], help="surrogate: also hold out groups sharing these")
     parser.add_argument("--folds", type=int, default=5, help="surrogate: cross-validation folds")
+    parser.add_argument(
+        "--train-fractions",
+        nargs="+",
+        type=float,
+        default=[1.0],
+        help="surrogate: fit each fold on these shares of its training configurations (a learning curve)",
+    )
+    parser.add_argument("--repeats", type=int, default=1, help="surrogate: draws of each training fraction below 1")
     parser.add_argument("--output", type=Path, help="surrogate, live-check: CSV of the validation or the check")
     parser.add_argument("--studies", nargs="+", type=Path, default=[], help="live-check: study.py output folders")
     parser.add_argument(
@@ -99,7 +107,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     if args.command == "surrogate":
-        validation = surrogate_validation(*load_table(args.name, args.tables), args.families, args.group_by, args.folds)
+        validation = surrogate_validation(
+            *load_table(args.name, args.tables),
+            args.families,
+            args.group_by,
+            args.folds,
+            args.train_fractions,
+            args.repeats,
+        )
         if args.output is not None:
             write_csv_atomic(validation, args.output)
         print(validation.round(3).to_markdown(index=False))

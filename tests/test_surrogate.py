@@ -226,6 +226,19 @@ def test_held_out_validation_reports_ranking_noise_ceiling_front_and_coverage(ru
         cross_validate(load_space(SPACE), runs, group_by=["head"])
 
 
+def test_a_learning_curve_fits_each_fold_on_a_share_of_its_configurations(runs):
+    """``train_fraction``: the whole share reproduces the plain validation, a quarter of the configurations ranks
+    held-out ones worse, and the draw follows ``subset_seed``."""
+    space = load_space(SPACE)
+    whole = cross_validate(space, runs, folds=4)
+    assert cross_validate(space, runs, folds=4, train_fraction=1.0, subset_seed=3) == whole
+    quarter = cross_validate(space, runs, folds=4, train_fraction=0.25)
+    assert quarter["tau_error"] < whole["tau_error"] and quarter["tau_rank_disparity"] < whole["tau_rank_disparity"]
+    assert cross_validate(space, runs, folds=4, train_fraction=0.25, subset_seed=1) != quarter
+    with pytest.raises(ValueError, match=r"train_fraction must lie in \(0, 1\], got 0"):
+        cross_validate(space, runs, train_fraction=0)
+
+
 @pytest.mark.parametrize("seeds", [1, 2, 5])
 def test_the_ceiling_is_what_the_truth_itself_scores_against_a_mean_of_seeds(seeds):
     """``mean_ceiling``: from the tau between two single seeds alone, the tau of the true values against an S-seed
@@ -311,6 +324,16 @@ def test_bench_tabular_surrogate_writes_the_validation_of_each_family(tables, tm
         ["boosting", "head+optimizer"],
     ]
     assert validation["tau_ratio_rank_disparity"].gt(0.5).all() and "| forest" in capsys.readouterr().out
+    curve = tmp_path / "curve.csv"
+    argv = [*argv[:-1], "--train-fractions", "0.5", "1", "--repeats", "2", "--folds", "3", "--output", str(curve)]
+    tabular.main(argv)
+    points = pd.read_csv(curve)
+    assert points[["family", "train_fraction", "repeat"]].values.tolist() == [
+        ["forest", 0.5, 0],
+        ["forest", 0.5, 1],
+        ["forest", 1.0, 0],
+    ]
+    assert points["tau_error"].iloc[:2].mean() < points["tau_error"].iloc[2]  # half the data ranks worse
 
 
 def test_search_py_searches_a_benchmark_instead_of_training(tmp_path, monkeypatch):

@@ -335,10 +335,13 @@ def cross_validate(
     group_by: Sequence[str] = (),
     reference_point: Sequence[float] | None = None,
     seed: int = 0,
+    train_fraction: float = 1.0,
+    subset_seed: int = 0,
 ) -> dict[str, float]:
     """The surrogate judged on configurations it was not fitted on: ``folds``-fold cross-validation over groups of
     configurations (each configuration its own group, or those sharing the values of ``group_by``, e.g. the
-    operations), predictions at the last epoch. Per objective:
+    operations), predictions at the last epoch. ``train_fraction`` < 1 fits each fold on that share of its
+    training configurations (drawn with ``subset_seed``), the points of a learning curve. Per objective:
 
     - ``tau_<objective>``: Kendall's tau of the predicted means against the held-out configurations' measured means
       (S-seed means); ``ceiling_<objective>``: the tau the true means themselves would reach against those S-seed
@@ -363,9 +366,13 @@ def cross_validate(
     n_groups = len(set(groups))
     if n_groups < folds:
         raise ValueError(f"{folds} folds need at least {folds} groups of configurations; the table has {n_groups}")
+    if not 0 < train_fraction <= 1:
+        raise ValueError(f"train_fraction must lie in (0, 1], got {train_fraction}")
     predicted = np.empty((len(runs.configs), len(runs.objectives)))
     sd = np.empty_like(predicted)
+    subsets = np.random.default_rng(subset_seed)
     for train, held_out in GroupKFold(n_splits=folds).split(runs.configs, groups=groups):
+        train = np.sort(subsets.permutation(train)[: max(1, round(train_fraction * len(train)))])
         surrogate = Surrogate.fit(space, runs.subset(train), family, seed)
         held_configs = [runs.configs[i] for i in held_out]
         predicted[held_out] = surrogate.mean(held_configs)[:, -1]

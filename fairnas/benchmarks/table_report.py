@@ -103,17 +103,32 @@ def surrogate_validation(
     families: Sequence[str],
     group_by: Sequence[str] = (),
     folds: int = 5,
+    train_fractions: Sequence[float] = (1.0,),
+    repeats: int = 1,
 ) -> pd.DataFrame:
     """:func:`~fairnas.benchmarks.surrogate.cross_validate` of every mean-model family on the table, each
     configuration held out on its own and, with ``group_by``, whole groups of configurations sharing those values
-    (one row per family and hold-out)."""
+    (one row per family and hold-out); a training fraction below 1 (a learning curve's point) is drawn ``repeats``
+    times, and each draw is a row."""
     space = load_space(SPACES_DIR.parent / spec["space"])
     runs = RunsTable.of(table, spec["objectives"])
     holdouts = [()] + ([tuple(group_by)] if group_by else [])
     rows = []
-    for family, held_out in itertools.product(families, holdouts):
-        start = time.perf_counter()
-        result = cross_validate(space, runs, family, folds=folds, group_by=held_out)
-        held = "configuration" if not held_out else "+".join(held_out)
-        rows.append({"family": family, "held_out": held, **result, "seconds": time.perf_counter() - start})
+    for family, held_out, fraction in itertools.product(families, holdouts, train_fractions):
+        for repeat in range(repeats if fraction < 1 else 1):
+            start = time.perf_counter()
+            result = cross_validate(
+                space, runs, family, folds=folds, group_by=held_out, train_fraction=fraction, subset_seed=repeat
+            )
+            held = "configuration" if not held_out else "+".join(held_out)
+            rows.append(
+                {
+                    "family": family,
+                    "held_out": held,
+                    "train_fraction": fraction,
+                    "repeat": repeat,
+                    **result,
+                    "seconds": time.perf_counter() - start,
+                }
+            )
     return pd.DataFrame(rows)
