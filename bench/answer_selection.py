@@ -17,7 +17,6 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from fairnas.benchmarks.answer_quality import evaluated, quality
@@ -40,12 +39,13 @@ def judged_runs(runs: Path, problem: Problem, total_budget: float | None) -> pd.
         row = {"method": method, "seed": seed, "budget": budgets[-1] if budgets else total_budget}
         objectives, max_budget = problem.objectives, problem.max_budget
         trained = evaluated(trials, objectives, max_budget)
-        for estimator in ("evaluated", *ESTIMATORS):
-            chosen = trained if estimator == "evaluated" else None
-            if chosen is None:
-                chosen = estimated_answer(trials, objectives, max_budget, problem.space.configspace, estimator)
+        answers = {
+            name: estimated_answer(trials, objectives, max_budget, problem.space.configspace, name)
+            for name in ESTIMATORS
+        }
+        for name, chosen in {"evaluated": trained, **answers}.items():
             judged = quality(chosen, problem.truth, problem.reference_point, problem.max_hypervolume, read_seeds=[])
-            row[estimator] = judged["true_share"]
+            row[name] = judged["true_share"]
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -57,7 +57,7 @@ def summary(judged: pd.DataFrame) -> pd.DataFrame:
         row = {"method": method, "budget": budget, "runs": len(runs), "observed": runs["observed"].mean()}
         for estimator in ("evaluated", *ESTIMATORS[1:]):
             lead = runs[estimator] - runs["observed"]
-            row[estimator] = f"{lead.mean():+.3f} ± {lead.std(ddof=1) / np.sqrt(len(lead)):.3f}"
+            row[estimator] = f"{lead.mean():+.3f} ± {lead.sem():.3f}"
         rows.append(row)
     return pd.DataFrame(rows)
 

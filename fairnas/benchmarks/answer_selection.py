@@ -31,7 +31,6 @@ from fairnas.benchmarks.answer_quality import answer, evaluated
 from fairnas.benchmarks.surrogate import Encoding
 from fairnas.search.pareto import non_dominated_mask
 
-ESTIMATORS = ("observed", "forest_shrunk", "gp")
 SHRINKAGE = 0.5
 """The weight of the observed value in ``forest_shrunk`` (the rest is the forest's)."""
 
@@ -58,9 +57,7 @@ def estimated_answer(
     estimates = trained.copy()
     for name in objectives:
         observed = trained[name].to_numpy(dtype=float)
-        estimates[name] = (shrunk_to_forest if estimator == "forest_shrunk" else gp_posterior_mean)(
-            features, observed, seed
-        )
+        estimates[name] = SMOOTHERS[estimator](features, observed, seed)
     front = estimates[non_dominated_mask(estimates[list(objectives)].to_numpy(dtype=float))]
     return front.sort_values(list(objectives))
 
@@ -81,3 +78,8 @@ def gp_posterior_mean(features: np.ndarray, observed: np.ndarray, seed: int) -> 
     kernel = ConstantKernel(1.0) * Matern(length_scale=np.sqrt(scaled.shape[1]), nu=2.5) + WhiteKernel(0.5)
     gp = GaussianProcessRegressor(kernel, normalize_y=True, n_restarts_optimizer=2, random_state=seed)
     return gp.fit(scaled, observed).predict(scaled)
+
+
+SMOOTHERS = {"forest_shrunk": shrunk_to_forest, "gp": gp_posterior_mean}
+"""Each model estimator's re-estimate of the trained configurations' values from their features."""
+ESTIMATORS = ("observed", *SMOOTHERS)
