@@ -89,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     plan_parser.add_argument("--core-hours", type=float, required=True, help="compute the confirmatory runs may use")
     plan_parser.add_argument("--first-seed", type=int, default=1000, help="the confirmatory runs' first seed")
     plan_parser.add_argument("--output", type=Path, required=True)
+    plan_parser.add_argument("--work-dir", default="outputs/search_comparison", help="the confirmatory runs' folder")
     verdict_parser = commands.add_parser("verdicts", help="judge the confirmatory runs by the plan")
     verdict_parser.add_argument("--plan", type=Path, required=True)
     verdict_parser.add_argument("--quality", type=Path, nargs="+", required=True, help="--quality-output CSVs")
@@ -124,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             )
         except ValueError as error:
             parser.error(str(error))
-        plan["commands"] = confirmatory_commands(plan, args.problem)
+        plan["commands"] = confirmatory_commands(plan, args.problem, args.work_dir)
         write_json_atomic(args.output, plan)
         print(pd.DataFrame(plan["cells"]).to_string(index=False))
         return

@@ -129,10 +129,11 @@ def test_the_command_plans_then_judges_and_refuses_a_pilot_that_overlaps_the_pla
     with pytest.raises(SystemExit):
         search_plan.main(["plan", *common, "--first-seed", "5"])
     assert "--first-seed 5 overlaps the pilot's seeds (up to 9)" in capsys.readouterr().err
-    search_plan.main(["plan", *common])
+    search_plan.main(["plan", *common, "--work-dir", "outputs/default_check"])
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert plan["problem"] == "analytic" and plan["reference_point"] == [1.1, 11.0] and plan["first_seed"] == 1000
     assert len(plan["commands"]) == 4 and "--methods smac --total-budget 16 --first-seed 1000" in plan["commands"][3]
+    assert "--work-dir outputs/default_check/smac_16 --quality-output outputs/default_check/" in plan["commands"][3]
 
     confirmatory = pilot.assign(seed=pilot["seed"] + 1000)
     confirmatory.to_csv(tmp_path / "quality.csv", index=False)
