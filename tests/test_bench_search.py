@@ -52,6 +52,14 @@ def test_epochs_trained_charges_each_finished_run_once_from_its_record(tmp_path)
     assert trained(config, 1, 1) == 0 and trained(config, 0, 2) == 0  # crashed / never trained: no record
 
 
+def test_smac_full_trains_every_trial_at_the_full_budget_where_smac_starts_lower(tmp_path):
+    problem = analytic_problem()
+    full = run_method(problem, "smac_full", seed=0, total_budget=40, run_dir=tmp_path / "full")
+    assert (full["budget"] == problem.max_budget).all() and len(full) == 40 // problem.max_budget
+    hyperband = run_method(problem, "smac", seed=0, total_budget=40, run_dir=tmp_path / "hyperband")
+    assert hyperband["budget"].min() == problem.min_budget < problem.max_budget
+
+
 def test_an_interrupted_benchmark_run_resumes_with_its_trials_charged(tmp_path):
     problem = analytic_problem()
     whole = run_method(problem, "smac", seed=0, total_budget=24, run_dir=tmp_path / "whole")

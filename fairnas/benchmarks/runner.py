@@ -82,7 +82,7 @@ def run_method(
         metered.replay(_replayed_seeds(pd.read_csv(search_dir / TRIALS_FILE), target))
     values = {
         "objectives": problem.objectives,
-        "min_budget": problem.min_budget,
+        "min_budget": problem.max_budget if spec.full_budget else problem.min_budget,
         "max_budget": problem.max_budget,
         "eta": problem.eta,
         "strategy": spec.strategy,
