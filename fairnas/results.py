@@ -322,13 +322,14 @@ def comparison_table(folder: Path) -> str:
     plan = json.loads((folder / "plan.json").read_text())
     table = format_verdicts(pd.read_csv(folder / "verdicts.csv"), plan)
     reference = ", ".join(f"{value:.3g}" for value in plan["reference_point"])
+    compared = len(plan["methods"])
+    family = f"Holm over the {compared} comparisons of each budget" if compared > 1 else "one comparison per budget"
     return "\n".join(
         [
             table,
             "",
             f"Lead: the strategy's true share minus random search's, paired by seed (mean ± s.e.). Reference point "
-            f"({reference}); Holm over the {len(plan['methods'])} comparisons of each budget at alpha "
-            f"{plan['alpha']:g}; seeds planned from a pilot (seeds {plan['pilot_seeds'][0]}-{plan['pilot_seeds'][-1]}) "
+            f"({reference}); {family} at alpha {plan['alpha']:g}; seeds planned from a pilot (seeds {plan['pilot_seeds'][0]}-{plan['pilot_seeds'][-1]}) "
             f"for power {plan['power']:g} to detect a lead of {plan['min_lead']:g} within {plan['core_hours']:g} "
             f"core-hours (`{_relative(folder)}/plan.json`).",
             "",
@@ -344,7 +345,13 @@ TABLES: Tables = {
     "claims": ("results/showcase", claims_table),
 }
 """README block name -> (its results folder, relative to the repository; the function that renders it)."""
-DOC_TABLES: dict[str, Tables] = {"docs/scale.md": {"gpu_check": ("results/gpu_check", gpu_check_table)}}
+DOC_TABLES: dict[str, Tables] = {
+    "docs/scale.md": {"gpu_check": ("results/gpu_check", gpu_check_table)},
+    "docs/search_strategies.md": {
+        "default_comparison": ("results/search_default_comparison", comparison_table),
+        "default_table_check": ("results/search_default_table", comparison_table),
+    },
+}
 """The docs' blocks, by page (relative to the repository), rendered and checked like the README's."""
 
 
