@@ -329,7 +329,8 @@ def comparison_table(folder: Path) -> str:
             table,
             "",
             f"Lead: the strategy's true share minus random search's, paired by seed (mean ± s.e.). Reference point "
-            f"({reference}); {family} at alpha {plan['alpha']:g}; seeds planned from a pilot (seeds {plan['pilot_seeds'][0]}-{plan['pilot_seeds'][-1]}) "
+            f"({reference}); {family} at alpha {plan['alpha']:g}; seeds planned from a pilot "
+            f"(seeds {plan['pilot_seeds'][0]}-{plan['pilot_seeds'][-1]}) "
             f"for power {plan['power']:g} to detect a lead of {plan['min_lead']:g} within {plan['core_hours']:g} "
             f"core-hours (`{_relative(folder)}/plan.json`).",
             "",
