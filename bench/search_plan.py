@@ -34,9 +34,11 @@ from fairnas.io import write_json_atomic, write_text_atomic
 from fairnas.results import format_verdicts
 
 RUN = "PYTHONHASHSEED=0 OMP_NUM_THREADS=1 python bench/search_efficiency.py"
+WORK_DIR = "outputs/search_comparison"
+"""Where the confirmatory runs keep their searches unless ``plan --work-dir`` says otherwise."""
 
 
-def confirmatory_commands(plan: dict, problem: str, work_dir: str = "outputs/search_comparison") -> list[str]:
+def confirmatory_commands(plan: dict, problem: str, work_dir: str = WORK_DIR) -> list[str]:
     """The ``bench/search_efficiency.py`` command of each (method, budget) the plan runs, on its planned seeds."""
     commands = []
     for cell in plan["cells"]:
@@ -89,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     plan_parser.add_argument("--core-hours", type=float, required=True, help="compute the confirmatory runs may use")
     plan_parser.add_argument("--first-seed", type=int, default=1000, help="the confirmatory runs' first seed")
     plan_parser.add_argument("--output", type=Path, required=True)
-    plan_parser.add_argument("--work-dir", default="outputs/search_comparison", help="the confirmatory runs' folder")
+    plan_parser.add_argument("--work-dir", default=WORK_DIR, help="the confirmatory runs' folder")
     verdict_parser = commands.add_parser("verdicts", help="judge the confirmatory runs by the plan")
     verdict_parser.add_argument("--plan", type=Path, required=True)
     verdict_parser.add_argument("--quality", type=Path, nargs="+", required=True, help="--quality-output CSVs")
