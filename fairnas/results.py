@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fairnas.benchmarks.methods import METHODS
 from fairnas.gpu_check_report import gpu_check_table
 from fairnas.groups import mean_se
 from fairnas.io import write_csv_atomic, write_json_atomic, write_text_atomic
@@ -290,7 +291,7 @@ def _levels(claims: pd.DataFrame) -> str:
 
 
 def format_verdicts(table: pd.DataFrame, plan: dict[str, Any]) -> str:
-    """Markdown: per strategy (rows) and budget in full trials (columns), the lead over random search ± s.e. with
+    """Markdown: per strategy (rows) and budget in full trials (columns), the lead over the baseline ± s.e. with
     Holm's p and the seeds: in bold where it leads or trails (Holm p < alpha), else with the lead the planned seeds
     detect; the verdict's words where a cell was not run."""
     budgets = sorted(table["budget"].unique())
@@ -316,19 +317,21 @@ def format_verdicts(table: pd.DataFrame, plan: dict[str, Any]) -> str:
 
 
 def comparison_table(folder: Path) -> str:
-    """The README's planned strategy comparison: per budget and strategy, the lead over random search in true share
+    """The README's planned strategy comparison: per budget and strategy, the lead over the plan's baseline (random
+    search unless it names another) in true share
     with its s.e., Holm p and verdict (``verdicts.csv`` judged by ``plan.json``,
     :mod:`fairnas.benchmarks.comparison_plan`), and where the plan and the data come from."""
     plan = json.loads((folder / "plan.json").read_text())
     table = format_verdicts(pd.read_csv(folder / "verdicts.csv"), plan)
     reference = ", ".join(f"{value:.3g}" for value in plan["reference_point"])
     compared = len(plan["methods"])
+    baseline = METHODS[plan["baseline"]].label
     family = f"Holm over the {compared} comparisons of each budget" if compared > 1 else "one comparison per budget"
     return "\n".join(
         [
             table,
             "",
-            f"Lead: the strategy's true share minus random search's, paired by seed (mean ± s.e.). Reference point "
+            f"Lead: the strategy's true share minus {baseline}'s, paired by seed (mean ± s.e.). Reference point "
             f"({reference}); {family} at alpha {plan['alpha']:g}; seeds planned from a pilot "
             f"(seeds {plan['pilot_seeds'][0]}-{plan['pilot_seeds'][-1]}) "
             f"for power {plan['power']:g} to detect a lead of {plan['min_lead']:g} within {plan['core_hours']:g} "

@@ -115,6 +115,33 @@ def test_a_lead_is_found_and_a_tie_is_bounded_by_the_planned_detectable_lead(pla
     assert cheap["p_holm"] == pytest.approx(multipletests([cheap["p"], 1.0], method="holm")[1][0])
 
 
+def test_a_plan_against_another_baseline_pairs_every_comparison_with_it_not_with_random_search():
+    """E.g. a new default against today's: the s.d., the seeds and the verdicts are of the differences from it."""
+    pilot = quality_rows(
+        range(20),
+        leads={"cheap": 0.0, "costly": 0.0},
+        sds={"cheap": 0.05, "costly": 0.1},
+        seconds={"random": 1.0, "cheap": 1.0, "costly": 1.0},
+    )
+    plan = make_plan(pilot, **PLAN | {"methods": ["cheap", "costly"]}, baseline="cheap")
+    assert plan["baseline"] == "cheap" and plan["methods"] == ["costly"] and plan["planning_level"] == 0.05
+    wide = pilot[pilot["budget"] == 30 * MAX_BUDGET].pivot_table(index="seed", columns="method", values="true_share")
+    costly = next(cell for cell in plan["cells"] if cell["budget"] == 30 and cell["method"] == "costly")
+    assert costly["pilot_sd"] == pytest.approx((wide["costly"] - wide["cheap"]).std(ddof=1))
+    assert costly["pilot_sd"] != pytest.approx((wide["costly"] - wide["random"]).std(ddof=1))
+
+    seeds = range(1000, 1000 + max(cell["seeds"] for cell in plan["cells"]))
+    runs = quality_rows(
+        seeds,
+        leads={"cheap": 0.2, "costly": 0.1},
+        sds={"cheap": 0.0, "costly": 0.01},
+        seconds=dict.fromkeys(PLAN["methods"], 1.0),
+    )
+    table = verdicts(plan, runs)
+    assert (table["method"] == "costly").all() and np.allclose(table["lead"], -0.1, atol=0.005)  # behind cheap, ahead of random
+    assert table["verdict"].str.startswith("trails by 0.1").all()
+
+
 def test_the_command_plans_then_judges_and_refuses_a_pilot_that_overlaps_the_plan(tmp_path, capsys):
     pilot = quality_rows(
         range(10),
@@ -133,6 +160,9 @@ def test_the_command_plans_then_judges_and_refuses_a_pilot_that_overlaps_the_pla
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert plan["problem"] == "analytic" and plan["reference_point"] == [1.1, 11.0] and plan["first_seed"] == 1000
     assert len(plan["commands"]) == 4 and "--methods smac --total-budget 16 --first-seed 1000" in plan["commands"][3]
+    with pytest.raises(SystemExit):
+        search_plan.main(["plan", *common, "--baseline", "nsga2"])
+    assert "--methods must include the baseline nsga2" in capsys.readouterr().err
     assert "--work-dir outputs/default_check/smac_16 --quality-output outputs/default_check/" in plan["commands"][3]
 
     confirmatory = pilot.assign(seed=pilot["seed"] + 1000)

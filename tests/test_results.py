@@ -135,6 +135,7 @@ def test_the_planned_comparison_renders_each_budgets_leads_and_verdicts_with_the
     folder = tmp_path / "results" / "search_comparison"
     folder.mkdir(parents=True)
     plan = {
+        "baseline": "random",
         "methods": ["smac", "botorch"],
         "reference_point": [0.5657, 8.3295],
         "alpha": 0.05,
@@ -164,6 +165,10 @@ def test_the_planned_comparison_renders_each_budgets_leads_and_verdicts_with_the
     assert "| BoTorch GP | not run: the plan's compute could not afford it |" in rendered
     assert "Reference point (0.566, 8.33); Holm over the 2 comparisons of each budget at alpha 0.05" in rendered
     assert "power 0.8 to detect a lead of 0.02 within 4 core-hours" in rendered and "commit abc1234" in rendered
+    assert "Lead: the strategy's true share minus random search's, paired by seed" in rendered
+    (folder / "plan.json").write_text(json.dumps(plan | {"baseline": "smac", "methods": ["botorch"]}))
+    against_smac = results.render("<!-- results:comparison -->\n<!-- /results:comparison -->\n", root=tmp_path)
+    assert "Lead: the strategy's true share minus SMAC's" in against_smac and "one comparison per budget" in against_smac
 
 
 def write_study(folder: Path) -> None:

@@ -1,11 +1,12 @@
 """A comparison of search strategies planned before it runs, and its verdicts.
 
-The question is whether a strategy's answer is better in truth than random search's at the same compute. The plan
+The question is whether a strategy's answer is better in truth than a baseline's at the same compute: random
+search's (the default), or another strategy's, e.g. today's default when a new one is to replace it. The plan
 fixes, before any confirmatory run: the problem and its reference point, the score (``true_share``: the answer's
-hypervolume at the truth as a share of the best front's), the strategies and budgets, the smallest lead worth
-finding (``min_lead``), the level and the power, and the seeds. The seeds come from a pilot on seeds apart from the
-confirmatory ones: the standard deviation of each strategy's per-seed difference from random search, and the seconds
-a run takes. Per budget, the strategies' comparisons with random search form one Holm family of m; the plan sizes
+hypervolume at the truth as a share of the best front's), the baseline, the strategies and budgets, the smallest lead
+worth finding (``min_lead``), the level and the power, and the seeds. The seeds come from a pilot on seeds apart from
+the confirmatory ones: the standard deviation of each strategy's per-seed difference from the baseline, and the
+seconds a run takes. Per budget, the strategies' comparisons with the baseline form one Holm family of m; the plan sizes
 every comparison at Holm's first step alpha/m (so each has at least the planned power under Holm) with a two-sided
 paired t-test (statsmodels' ``TTestPower``). A strategy whose runs cost more than its share of the compute budget
 gets the seeds it affords, and the plan states the lead those seeds can detect.
@@ -31,6 +32,7 @@ from statsmodels.stats.power import TTestPower
 from fairnas.benchmarks.methods import METHODS
 
 BASELINE = "random"
+"""The baseline unless a plan names another."""
 SCORE = "true_share"
 
 
@@ -51,12 +53,12 @@ def detectable_lead(sd: float, seeds: int, level: float, power: float) -> float:
     return abs(float(np.ravel(d)[0])) * sd  # statsmodels may return a 1-element array, or the negative root
 
 
-def paired_differences(runs: pd.DataFrame, method: str, score: str = SCORE) -> pd.Series:
-    """``method``'s score minus random search's, per seed both ran (one budget's runs: ``method``, ``seed``)."""
+def paired_differences(runs: pd.DataFrame, method: str, baseline: str = BASELINE, score: str = SCORE) -> pd.Series:
+    """``method``'s score minus ``baseline``'s, per seed both ran (one budget's runs: ``method``, ``seed``)."""
     wide = runs.pivot_table(index="seed", columns="method", values=score)
-    if method not in wide or BASELINE not in wide:  # not run (yet)
+    if method not in wide or baseline not in wide:  # not run (yet)
         return pd.Series(dtype=float)
-    return (wide[method] - wide[BASELINE]).dropna()
+    return (wide[method] - wide[baseline]).dropna()
 
 
 def make_plan(
@@ -73,39 +75,41 @@ def make_plan(
     power: float = 0.8,
     core_hours: float,
     first_seed: int,
+    baseline: str = BASELINE,
 ) -> dict[str, Any]:
     """The plan (JSON-ready) from ``pilot``: answer-quality rows of every method at every budget in consumed epochs
     (``budget`` = full trials x ``max_budget``), with ``run_wall_time_s``. Per budget: each method's pilot s.d. of
-    its difference from random search, its seconds per run, the seeds it needs at alpha/m, and the seeds it gets.
-    ``core_hours`` are shared out over the cells (method, budget), cheapest need first: a cell whose runs fit an
-    equal share of what is left gets all it needs, the rest share the remainder equally and get the seeds it buys,
-    with the lead those can detect. A method the pilot could not run at a budget (too costly) gets no seeds there."""
-    compared = [method for method in methods if method != BASELINE]
+    its difference from ``baseline`` (one of ``methods``), its seconds per run, the seeds it needs at alpha/m, and
+    the seeds it gets. ``core_hours`` are shared out over the cells (method, budget), cheapest need first: a cell
+    whose runs fit an equal share of what is left gets all it needs, the rest share the remainder equally and get
+    the seeds it buys, with the lead those can detect. A method the pilot could not run at a budget (too costly)
+    gets no seeds there."""
+    compared = [method for method in methods if method != baseline]
     level = alpha / len(compared)
     cells: list[dict[str, Any]] = []
     for trials in budgets:
         at_budget = pilot[np.isclose(pilot["budget"], trials * max_budget)]
-        if not (at_budget["method"] == BASELINE).any():
-            raise ValueError(f"the pilot has no runs of {BASELINE} at {trials} full trials")
-        for method in [BASELINE, *compared]:
+        if not (at_budget["method"] == baseline).any():
+            raise ValueError(f"the pilot has no runs of {baseline} at {trials} full trials")
+        for method in [baseline, *compared]:
             runs = at_budget[at_budget["method"] == method]
             cell = {"budget": trials, "method": method, "seconds_per_run": float(runs["run_wall_time_s"].mean())}
-            if method != BASELINE and len(runs) > 1:
-                differences = paired_differences(at_budget, method)
+            if method != baseline and len(runs) > 1:
+                differences = paired_differences(at_budget, method, baseline)
                 sd = float(differences.std(ddof=1))
                 cell |= {"pilot_seeds": len(differences), "pilot_sd": sd}
                 cell["seeds_needed"] = required_seeds(sd, min_lead, level, power)
-            elif method != BASELINE:
+            elif method != baseline:
                 cell |= {"pilot_seeds": len(runs), "pilot_sd": np.nan, "seeds_needed": 0}
             cells.append(cell)
     frame = pd.DataFrame(cells)
     needed = frame.groupby("budget")["seeds_needed"].max()
     frame["seeds_needed"] = frame["seeds_needed"].fillna(frame["budget"].map(needed)).astype(int)
     frame["seeds"] = _share_out(frame, core_hours * 3600)
-    baseline = frame[frame["method"] == BASELINE].set_index("budget")["seeds"]
-    frame["seeds"] = np.minimum(frame["seeds"], frame["budget"].map(baseline))  # pairs need random search's seeds
+    baseline_seeds = frame[frame["method"] == baseline].set_index("budget")["seeds"]
+    frame["seeds"] = np.minimum(frame["seeds"], frame["budget"].map(baseline_seeds))  # pairs need the baseline's
     frame["detectable_lead"] = [
-        detectable_lead(row.pilot_sd, row.seeds, level, power) if row.method != BASELINE else np.nan
+        detectable_lead(row.pilot_sd, row.seeds, level, power) if row.method != baseline else np.nan
         for row in frame.itertuples()
     ]
     frame["core_hours"] = frame["seeds"] * frame["seconds_per_run"].fillna(0.0) / 3600
@@ -114,14 +118,14 @@ def make_plan(
         "score": SCORE,
         "reference_point": [float(value) for value in reference_point],
         "max_hypervolume": float(max_hypervolume),
-        "baseline": BASELINE,
+        "baseline": baseline,
         "methods": compared,
         "budgets_full_trials": [int(trials) for trials in budgets],
         "max_budget": int(max_budget),
         "min_lead": min_lead,
         "alpha": alpha,
         "power": power,
-        "family": "per budget: every method against random search, Holm over the m comparisons",
+        "family": f"per budget: every method against {baseline}, Holm over the m comparisons",
         "planning_level": level,
         "core_hours": core_hours,
         "first_seed": first_seed,
@@ -155,17 +159,18 @@ def _cell(plan: dict[str, Any], budget: int, method: str) -> dict[str, Any]:
 
 
 def verdicts(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
-    """Per budget and method: the confirmatory runs' paired lead over random search (mean, s.e., seeds), the t-test's
-    p and Holm's adjusted p within the budget's family (all the plan's comparisons; one not run, or not finished on
-    all its planned seeds, is not tested and counts as p = 1), the planned detectable lead, and the verdict (module
-    docstring). Runs on seeds outside the plan's are ignored."""
+    """Per budget and method: the confirmatory runs' paired lead over the plan's baseline (mean, s.e., seeds), the
+    t-test's p and Holm's adjusted p within the budget's family (all the plan's comparisons; one not run, or not
+    finished on all its planned seeds, is not tested and counts as p = 1), the planned detectable lead, and the
+    verdict (module docstring). Runs on seeds outside the plan's are ignored."""
     rows = []
     for trials in plan["budgets_full_trials"]:
         at_budget = runs[np.isclose(runs["budget"], trials * plan["max_budget"])]
         family = []
         for method in plan["methods"]:
             seeds = set(planned_seeds(plan, trials, method))
-            differences = paired_differences(at_budget[at_budget["seed"].isin(seeds)], method, plan["score"])
+            planned_runs = at_budget[at_budget["seed"].isin(seeds)]
+            differences = paired_differences(planned_runs, method, plan["baseline"], plan["score"])
             finished = len(seeds) > 1 and len(differences) == len(seeds)  # an unfinished cell is not tested
             test = stats.ttest_1samp(differences, 0.0) if finished else None
             family.append(
