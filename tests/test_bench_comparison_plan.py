@@ -59,15 +59,19 @@ def test_the_seeds_a_paired_t_test_needs_match_statsmodels_and_the_normal_approx
     assert required_seeds(0.0, 0.02, 0.05, 0.8) == 2 and np.isnan(detectable_lead(0.1, 1, 0.05, 0.8))
 
 
-@pytest.fixture(scope="module")
-def plan():
-    pilot = quality_rows(
+def pilot_runs(costly_seconds: float = 100.0) -> pd.DataFrame:
+    """Twenty pilot seeds: neither method leads random search; their differences have s.d. 0.05 and 0.1."""
+    return quality_rows(
         range(20),
         leads={"cheap": 0.0, "costly": 0.0},
         sds={"cheap": 0.05, "costly": 0.1},
-        seconds={"random": 1.0, "cheap": 1.0, "costly": 100.0},
+        seconds={"random": 1.0, "cheap": 1.0, "costly": costly_seconds},
     )
-    return make_plan(pilot, **PLAN)
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return make_plan(pilot_runs(), **PLAN)
 
 
 def test_the_plan_sizes_every_comparison_at_holms_first_step_and_states_what_the_compute_affords(plan):
@@ -117,12 +121,7 @@ def test_a_lead_is_found_and_a_tie_is_bounded_by_the_planned_detectable_lead(pla
 
 def test_a_plan_against_another_baseline_pairs_every_comparison_with_it_not_with_random_search():
     """E.g. a new default against today's: the s.d., the seeds and the verdicts are of the differences from it."""
-    pilot = quality_rows(
-        range(20),
-        leads={"cheap": 0.0, "costly": 0.0},
-        sds={"cheap": 0.05, "costly": 0.1},
-        seconds={"random": 1.0, "cheap": 1.0, "costly": 1.0},
-    )
+    pilot = pilot_runs(costly_seconds=1.0)
     plan = make_plan(pilot, **PLAN | {"methods": ["cheap", "costly"]}, baseline="cheap")
     assert plan["baseline"] == "cheap" and plan["methods"] == ["costly"] and plan["planning_level"] == 0.05
     wide = pilot[pilot["budget"] == 30 * MAX_BUDGET].pivot_table(index="seed", columns="method", values="true_share")
@@ -138,7 +137,9 @@ def test_a_plan_against_another_baseline_pairs_every_comparison_with_it_not_with
         seconds=dict.fromkeys(PLAN["methods"], 1.0),
     )
     table = verdicts(plan, runs)
-    assert (table["method"] == "costly").all() and np.allclose(table["lead"], -0.1, atol=0.005)  # behind cheap, ahead of random
+    assert (table["method"] == "costly").all() and np.allclose(
+        table["lead"], -0.1, atol=0.005
+    )  # behind cheap, ahead of random
     assert table["verdict"].str.startswith("trails by 0.1").all()
 
 

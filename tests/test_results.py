@@ -168,7 +168,8 @@ def test_the_planned_comparison_renders_each_budgets_leads_and_verdicts_with_the
     assert "Lead: the strategy's true share minus random search's, paired by seed" in rendered
     (folder / "plan.json").write_text(json.dumps(plan | {"baseline": "smac", "methods": ["botorch"]}))
     against_smac = results.render("<!-- results:comparison -->\n<!-- /results:comparison -->\n", root=tmp_path)
-    assert "Lead: the strategy's true share minus SMAC's" in against_smac and "one comparison per budget" in against_smac
+    assert "Lead: the strategy's true share minus SMAC's" in against_smac
+    assert "one comparison per budget" in against_smac
 
 
 def write_study(folder: Path) -> None:
