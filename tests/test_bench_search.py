@@ -52,10 +52,12 @@ def test_epochs_trained_charges_each_finished_run_once_from_its_record(tmp_path)
     assert trained(config, 1, 1) == 0 and trained(config, 0, 2) == 0  # crashed / never trained: no record
 
 
-def test_smac_full_trains_every_trial_at_the_full_budget_where_smac_starts_lower(tmp_path):
-    problem = analytic_problem()
+def test_smac_full_trains_every_trial_at_the_full_budget_smac_half_from_half_where_smac_starts_lower(tmp_path):
+    problem = analytic_problem()  # budgets 1 to 8, eta 2
     full = run_method(problem, "smac_full", seed=0, total_budget=40, run_dir=tmp_path / "full")
     assert (full["budget"] == problem.max_budget).all() and len(full) == 40 // problem.max_budget
+    half = run_method(problem, "smac_half", seed=0, total_budget=40, run_dir=tmp_path / "half")
+    assert set(half["budget"]) == {4.0, 8.0}
     hyperband = run_method(problem, "smac", seed=0, total_budget=40, run_dir=tmp_path / "hyperband")
     assert hyperband["budget"].min() == problem.min_budget < problem.max_budget
 

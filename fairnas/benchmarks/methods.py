@@ -36,7 +36,7 @@ class Method:
     continuing: bool = True
     settings: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     final: bool = False
-    full_budget: bool = False  # every trial at the problem's maximum budget (min_budget = max_budget)
+    min_budget_share: float | None = None  # min_budget as a share of the problem's max_budget (None: the problem's)
 
 
 BENCHMARK_OPTIONS = {"botorch": {"fidelity": "full"}}
@@ -58,7 +58,8 @@ def strategy_methods() -> dict[str, Method]:
 BOTORCH_REFIT5 = {"options": {"fidelity": "full", "refit_every": 5}}
 VARIANTS = {
     "smac_scratch": Method("SMAC, from scratch", "smac", continuing=False),
-    "smac_full": Method("SMAC, every trial at the full budget (no Hyperband)", "smac", full_budget=True),
+    "smac_full": Method("SMAC, every trial at the full budget (no Hyperband)", "smac", min_budget_share=1.0),
+    "smac_half": Method("SMAC, Hyperband from half the full budget", "smac", min_budget_share=0.5),
     "smac_seeds2": Method("SMAC racing 2 seeds (full budget)", "smac", settings={"options": {"n_seeds": 2}}),
     "smac_seeds3": Method("SMAC racing 3 seeds (full budget)", "smac", settings={"options": {"n_seeds": 3}}),
     "botorch_early_stop": Method(

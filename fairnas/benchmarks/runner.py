@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from fairnas.benchmarks.compute_meter import ComputeBudgetReached, CostMeter, MeteredTarget
-from fairnas.benchmarks.methods import METHODS
+from fairnas.benchmarks.methods import METHODS, Method
 from fairnas.benchmarks.problems import Problem
 from fairnas.benchmarks.table_target import TableTarget
 from fairnas.io import write_csv_atomic
@@ -82,7 +82,7 @@ def run_method(
         metered.replay(_replayed_seeds(pd.read_csv(search_dir / TRIALS_FILE), target))
     values = {
         "objectives": problem.objectives,
-        "min_budget": problem.max_budget if spec.full_budget else problem.min_budget,
+        "min_budget": min_budget(problem, spec),
         "max_budget": problem.max_budget,
         "eta": problem.eta,
         "strategy": spec.strategy,
@@ -102,6 +102,13 @@ def run_method(
         trials = pd.concat([trials, _final_stage(problem, target, meter, trials, search_settings, final, search_dir)])
     write_csv_atomic(trials, finished)
     return trials
+
+
+def min_budget(problem: Problem, method: Method) -> float:
+    """The search's min_budget: the problem's, or the method's share of the problem's max_budget (not below it)."""
+    if method.min_budget_share is None:
+        return problem.min_budget
+    return max(problem.min_budget, method.min_budget_share * problem.max_budget)
 
 
 def _reference_run(problem: Problem, variant: str, seed: int, total_budget: float) -> pd.DataFrame:
