@@ -354,6 +354,8 @@ DOC_TABLES: dict[str, Tables] = {
     "docs/search_strategies.md": {
         "default_comparison": ("results/search_default_comparison", comparison_table),
         "default_table_check": ("results/search_default_table", comparison_table),
+        "fidelity_check": ("results/search_fidelity_check", comparison_table),
+        "fidelity_check_vs_smac": ("results/search_fidelity_check_vs_smac", comparison_table),
     },
 }
 """The docs' blocks, by page (relative to the repository), rendered and checked like the README's."""
