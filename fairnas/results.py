@@ -32,10 +32,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fairnas.benchmarks.methods import METHODS
 from fairnas.gpu_check_report import gpu_check_table
 from fairnas.groups import mean_se
 from fairnas.io import write_csv_atomic, write_json_atomic, write_text_atomic
+from fairnas.search.strategies import REGISTRY
 from fairnas.study.claims import EXPLORATORY, HOLDS, PRIMARY
 from fairnas.study.inference import ZERO_VARIANCE, min_seeds
 
@@ -325,7 +325,7 @@ def comparison_table(folder: Path) -> str:
     table = format_verdicts(pd.read_csv(folder / "verdicts.csv"), plan)
     reference = ", ".join(f"{value:.3g}" for value in plan["reference_point"])
     compared = len(plan["methods"])
-    baseline = METHODS[plan["baseline"]].label
+    baseline = REGISTRY[plan["baseline"]].title if plan["baseline"] in REGISTRY else plan["baseline"]
     family = f"Holm over the {compared} comparisons of each budget" if compared > 1 else "one comparison per budget"
     return "\n".join(
         [
