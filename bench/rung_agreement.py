@@ -12,7 +12,7 @@ search can see beside the agreement that matters, per landscape:
 - **searches** (``--runs LABEL=FOLDER``: finished ``bench/search_efficiency.py`` runs of a multi-fidelity
   strategy): per run, Kendall's tau between the lowest rung's and the next rung's values of the first ``--pairs``
   configurations promoted from one to the other, in the order they reached the higher rung, per objective; the
-  statistic a search could act on after its first bracket. Mean ± s.e. over the runs.
+  statistic a search could act on once it has made that many promotions. Mean ± s.e. over the runs.
 
     PYTHONHASHSEED=0 python bench/rung_agreement.py --tables dpn_showcase_noisy dpn_paper_sampled \\
         --runs table=outputs/search_fidelity_check/table/smac_96 surrogate_60=outputs/rungs/surrogate \\
