@@ -16,7 +16,7 @@ search can see beside the agreement that matters, per landscape:
 
     PYTHONHASHSEED=0 python bench/rung_agreement.py --tables dpn_showcase_noisy dpn_paper_sampled \\
         --runs table=outputs/search_fidelity_check/table/smac_96 surrogate_60=outputs/rungs/surrogate \\
-        --output results/search_fidelity_check/rung_agreement.csv
+        --output results/search_rung_pilot/rung_agreement.csv
 """
 
 from __future__ import annotations
@@ -47,13 +47,12 @@ def table_agreement(table: pd.DataFrame, objectives: Sequence[str]) -> pd.DataFr
     rows = []
     for objective in objectives:
         wide = table.pivot_table(index="config_id", columns=["seed", "epoch"], values=f"val/{objective}").dropna()
+        at_last = wide.xs(last, level="epoch", axis=1)
+        truth_without = {s: at_last.drop(columns=s).mean(axis=1) for s in seeds}  # the other seeds' last-epoch mean
         for epoch in range(1, last + 1):
             values = {
-                "same_seed": [tau(wide[(s, epoch)], wide[(s, last)]) for s in seeds],
-                "truth": [
-                    tau(wide[(s, epoch)], wide.xs(last, level="epoch", axis=1).drop(columns=s).mean(axis=1))
-                    for s in seeds
-                ],
+                "same_seed": [tau(wide[(s, epoch)], at_last[s]) for s in seeds],
+                "truth": [tau(wide[(s, epoch)], truth_without[s]) for s in seeds],
                 "other_seed": [tau(wide[(a, epoch)], wide[(b, epoch)]) for a, b in itertools.combinations(seeds, 2)],
             }
             for quantity, taus in values.items():

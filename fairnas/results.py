@@ -318,9 +318,8 @@ def format_verdicts(table: pd.DataFrame, plan: dict[str, Any]) -> str:
 
 def comparison_table(folder: Path) -> str:
     """The README's planned strategy comparison: per budget and strategy, the lead over the plan's baseline (random
-    search unless it names another) in true share
-    with its s.e., Holm p and verdict (``verdicts.csv`` judged by ``plan.json``,
-    :mod:`fairnas.benchmarks.comparison_plan`), and where the plan and the data come from."""
+    search unless it names another) in true share with its s.e., Holm p and verdict (``verdicts.csv`` judged by
+    ``plan.json``, :mod:`fairnas.benchmarks.comparison_plan`), and where the plan and the data come from."""
     plan = json.loads((folder / "plan.json").read_text())
     table = format_verdicts(pd.read_csv(folder / "verdicts.csv"), plan)
     reference = ", ".join(f"{value:.3g}" for value in plan["reference_point"])
