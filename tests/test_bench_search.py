@@ -62,6 +62,15 @@ def test_smac_full_trains_every_trial_at_the_full_budget_smac_half_from_half_whe
     assert hyperband["budget"].min() == problem.min_budget < problem.max_budget
 
 
+def test_smac_ends_starts_configurations_only_at_the_first_and_the_full_budget(tmp_path):
+    problem = analytic_problem()  # budgets 1 to 8, eta 2: brackets start at 1, 2, 4 and 8
+    trials = run_method(problem, "smac_ends", seed=0, total_budget=80, run_dir=tmp_path)
+    start = trials.groupby("config_id", sort=False)["budget"].min()
+    assert list(start.value_counts().sort_index().items()) == [(1.0, 16), (8.0, 5)]  # brackets 0, 3, 0, 3 (cut)
+    assert list(trials["budget"][:15]) == [1.0] * 8 + [2.0] * 4 + [4.0] * 2 + [8.0]  # bracket 0: 8 -> 4 -> 2 -> 1
+    assert list(trials["budget"][15:19]) == [8.0] * 4  # then the last bracket
+
+
 def test_an_interrupted_benchmark_run_resumes_with_its_trials_charged(tmp_path):
     problem = analytic_problem()
     whole = run_method(problem, "smac", seed=0, total_budget=24, run_dir=tmp_path / "whole")

@@ -48,6 +48,17 @@ VALID = {"objectives": ["f1", "f2"], "min_budget": 1, "max_budget": 4, "n_trials
         ({"n_workers": 0}, "search.n_workers=0 must be a positive integer"),
         ({"dask_address": "tcp://a:1", "dask_scheduler_file": "s.json"}, "give search.dask_address or"),
         ({"options": {"n_seeds": 0}}, "search.smac.n_seeds=0 must be a positive integer"),
+        ({"options": {"brackets": []}}, "search.smac.brackets=[] must be a non-empty list of bracket indices"),
+        ({"options": {"brackets": [0.5]}}, "search.smac.brackets=0.5 must be an integer"),
+        (
+            {"options": {"brackets": [0, 3]}},
+            "search.smac.brackets=[0, 3] must be indices from -3 to 2 (Hyperband has 3 brackets over budgets 1-4 at "
+            "eta 2)",
+        ),
+        (
+            {"options": {"brackets": [0], "scheduler": "successive_halving"}},
+            "search.smac.brackets=[0] must be null unless smac.scheduler=hyperband and smac.n_seeds=1",
+        ),
         ({"final": {"seeds": 1.5}}, "search.final.seeds=1.5 must be an integer >= 0"),
         ({"final": {"top_k": 0}}, "search.final.top_k=0 must be a positive integer"),
         ({"final": {"k": 2}}, "unknown search.final settings ['k']; allowed: ['top_k', 'seeds']"),
@@ -120,6 +131,7 @@ def test_resume_invariant_settings_are_what_search_json_holds():
             "rho": 0.05,
             "objective_weights": None,
             "n_seeds": 1,
+            "brackets": None,
         }
     )
     nsga2 = SearchSettings(**VALID, strategy="nsga2", options={"population_size": 4}).resume_invariant()

@@ -60,6 +60,9 @@ VARIANTS = {
     "smac_scratch": Method("SMAC, from scratch", "smac", continuing=False),
     "smac_full": Method("SMAC, every trial at the full budget (no Hyperband)", "smac", min_budget_share=1.0),
     "smac_half": Method("SMAC, Hyperband from half the full budget", "smac", min_budget_share=0.5),
+    "smac_ends": Method(
+        "SMAC, Hyperband's first and last brackets only", "smac", settings={"options": {"brackets": (0, -1)}}
+    ),
     "smac_seeds2": Method("SMAC racing 2 seeds (full budget)", "smac", settings={"options": {"n_seeds": 2}}),
     "smac_seeds3": Method("SMAC racing 3 seeds (full budget)", "smac", settings={"options": {"n_seeds": 3}}),
     "botorch_early_stop": Method(

@@ -10,11 +10,12 @@ search builds the strategy (a training run or a search worker does not pay its 0
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import TYPE_CHECKING, Any
 
 from ConfigSpace import ConfigurationSpace
 
-from fairnas.search.sections import SEARCH, Section, check_choice, integer, number, number_list, optional
+from fairnas.search.sections import SEARCH, Section, as_tuple, check_choice, integer, number, number_list, optional
 from fairnas.search.strategies.base import BuildContext, Registration, Strategy, register
 
 if TYPE_CHECKING:
@@ -28,14 +29,17 @@ MULTI_OBJECTIVE_ALGORITHMS = ("parego", "mean")
 class SmacSettings(Section):
     """``search.smac``: the intensifier (``scheduler``: Hyperband or successive halving, thesis Sec. 4.4.5), the
     aggregation of several objectives (``multi_objective``: ParEGO with ``rho``, thesis Sec. 4.4.6, or their mean
-    with ``objective_weights``), and ``n_seeds``: with more than 1, SMAC's intensifier races a configuration on up
-    to that many training seeds (its own answer to noise), every trial at max_budget."""
+    with ``objective_weights``), ``n_seeds``: with more than 1, SMAC's intensifier races a configuration on up
+    to that many training seeds (its own answer to noise), every trial at max_budget, and ``brackets``: which of
+    Hyperband's brackets it cycles through, in that order (0 starts at min_budget, -1 trains every configuration
+    at max_budget; None: every bracket, as SMAC does)."""
 
     scheduler: str = "hyperband"
     multi_objective: str = "parego"
     rho: float = 0.05
     objective_weights: tuple[float, ...] | None = None
     n_seeds: int = 1
+    brackets: tuple[int, ...] | None = None
     section = "smac"
 
     @classmethod
@@ -48,6 +52,7 @@ class SmacSettings(Section):
             rho=number("smac.rho", values["rho"], minimum=0),
             objective_weights=optional(number_list, "smac.objective_weights", values["objective_weights"]),
             n_seeds=integer("smac.n_seeds", values["n_seeds"], minimum=1),
+            brackets=optional(bracket_list, "smac.brackets", values["brackets"]),
         )
         if settings.objective_weights is not None and settings.multi_objective != "mean":
             raise ValueError(
@@ -56,11 +61,37 @@ class SmacSettings(Section):
         return settings
 
 
+def bracket_list(name: str, values: Any) -> tuple[int, ...]:
+    """``search.smac.brackets``: a non-empty list of bracket indices."""
+    brackets = tuple(integer(name, value) for value in as_tuple(name, values, "a list of bracket indices"))
+    if not brackets:
+        SEARCH.fail(name, [], "a non-empty list of bracket indices")
+    return brackets
+
+
+def n_brackets(settings: SearchSettings) -> int:
+    """Hyperband's brackets over the search's budgets: 1 + floor(log_eta(max_budget / min_budget))."""
+    return 1 + math.floor(math.log(settings.max_budget / settings.min_budget, settings.eta) + 1e-9)
+
+
 def check(settings: SearchSettings) -> None:
-    """One non-negative objective weight per objective."""
-    weights, n_objectives = settings.options.objective_weights, len(settings.objectives)
+    """One non-negative objective weight per objective; brackets only for Hyperband, each one it has."""
+    options: SmacSettings = settings.options
+    weights, n_objectives = options.objective_weights, len(settings.objectives)
     if weights is not None and (len(weights) != n_objectives or min(weights) < 0):
         SEARCH.fail("smac.objective_weights", list(weights), f"{n_objectives} non-negative numbers")
+    if options.brackets is None:
+        return
+    if options.scheduler != "hyperband" or options.n_seeds > 1:
+        SEARCH.fail("smac.brackets", list(options.brackets), "null unless smac.scheduler=hyperband and smac.n_seeds=1")
+    count = n_brackets(settings)
+    if any(not -count <= bracket < count for bracket in options.brackets):
+        SEARCH.fail(
+            "smac.brackets",
+            list(options.brackets),
+            f"indices from {-count} to {count - 1} (Hyperband has {count} brackets over budgets "
+            f"{settings.min_budget:g}-{settings.max_budget:g} at eta {settings.eta})",
+        )
 
 
 def build(configspace: ConfigurationSpace, settings: SearchSettings, context: BuildContext) -> Strategy:
@@ -75,7 +106,7 @@ register(
         build,
         options=SmacSettings,
         check=check,
-        resume_invariant=("scheduler", "multi_objective", "rho", "objective_weights", "n_seeds"),
+        resume_invariant=("scheduler", "multi_objective", "rho", "objective_weights", "n_seeds", "brackets"),
         multi_fidelity=True,
         title="SMAC",
     )
