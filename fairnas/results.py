@@ -292,8 +292,8 @@ def _levels(claims: pd.DataFrame) -> str:
 
 def format_verdicts(table: pd.DataFrame, plan: dict[str, Any]) -> str:
     """Markdown: per strategy (rows) and budget in full trials (columns), the lead over the baseline ± s.e. with
-    Holm's p and the seeds: in bold where it leads or trails (Holm p < alpha), else with the lead the planned seeds
-    detect; the verdict's words where a cell was not run."""
+    the two mean scores (where ``table`` has them), Holm's p and the seeds: in bold where it leads or trails (Holm
+    p < alpha), else with the lead the planned seeds detect; the verdict's words where a cell was not run."""
     budgets = sorted(table["budget"].unique())
     lines = [
         "| strategy | " + " | ".join(f"{budget} full trials" for budget in budgets) + " |",
@@ -308,6 +308,8 @@ def format_verdicts(table: pd.DataFrame, plan: dict[str, Any]) -> str:
                 continue
             lead = f"{row['lead']:+.3f} ± {row['lead_se']:.3f}"
             tested = f"Holm p {row['p_holm']:.2g}, {row['seeds']} seeds"
+            if "share" in row:
+                tested = f"{row['share']:.3f} against {row['baseline_share']:.3f}; {tested}"
             if row["p_holm"] < plan["alpha"]:
                 cells.append(f"**{lead}** ({tested})")
             else:
@@ -321,7 +323,8 @@ def comparison_table(folder: Path) -> str:
     search unless it names another) in true share with its s.e., Holm p and verdict (``verdicts.csv`` judged by
     ``plan.json``, :mod:`fairnas.benchmarks.comparison_plan`), and where the plan and the data come from."""
     plan = json.loads((folder / "plan.json").read_text())
-    table = format_verdicts(pd.read_csv(folder / "verdicts.csv"), plan)
+    verdict_rows = pd.read_csv(folder / "verdicts.csv")
+    table = format_verdicts(verdict_rows, plan)
     reference = ", ".join(f"{value:.3g}" for value in plan["reference_point"])
     compared = len(plan["methods"])
     baseline = REGISTRY[plan["baseline"]].title if plan["baseline"] in REGISTRY else plan["baseline"]
@@ -330,7 +333,9 @@ def comparison_table(folder: Path) -> str:
         [
             table,
             "",
-            f"Lead: the strategy's true share minus {baseline}'s, paired by seed (mean ± s.e.). Reference point "
+            f"Lead: the strategy's true share minus {baseline}'s, paired by seed (mean ± s.e."
+            + ("; then the two mean true shares on those seeds" if "share" in verdict_rows else "")
+            + "). Reference point "
             f"({reference}); {family} at alpha {plan['alpha']:g}; seeds planned from a pilot "
             f"(seeds {plan['pilot_seeds'][0]}-{plan['pilot_seeds'][-1]}) "
             f"for power {plan['power']:g} to detect a lead of {plan['min_lead']:g} within {plan['core_hours']:g} "

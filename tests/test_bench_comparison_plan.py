@@ -109,6 +109,15 @@ def test_a_lead_is_found_and_a_tie_is_bounded_by_the_planned_detectable_lead(pla
         assert rows.loc["cheap", "verdict"].startswith("leads by 0.0") and rows.loc["cheap", "p_holm"] < 0.05
         assert rows.loc["costly", "verdict"].startswith("no lead beyond the noise (power 0.8 to detect")
         assert rows.loc["costly", "seeds"] == len(planned_seeds(plan, budget, "costly"))
+        planned = runs[
+            (runs["budget"] == budget * MAX_BUDGET) & runs["seed"].isin(planned_seeds(plan, budget, "cheap"))
+        ]
+        mean_share = planned.groupby("method")["true_share"].mean()
+        assert rows.loc["cheap", "share"] == pytest.approx(mean_share["cheap"])  # the scores the lead is paired from
+        assert rows.loc["cheap", "baseline_share"] == pytest.approx(mean_share["random"])
+        assert rows.loc["cheap", "share"] - rows.loc["cheap", "baseline_share"] == pytest.approx(
+            rows.loc["cheap", "lead"]
+        )
     unfinished = verdicts(plan, runs[runs["method"] != "costly"]).set_index(["budget", "method"])
     assert unfinished.loc[(30, "costly"), "verdict"] == "not run yet"
     assert unfinished.loc[(30, "cheap"), "verdict"].startswith("leads by")

@@ -166,6 +166,12 @@ def test_the_planned_comparison_renders_each_budgets_leads_and_verdicts_with_the
     assert "Reference point (0.566, 8.33); Holm over the 2 comparisons of each budget at alpha 0.05" in rendered
     assert "power 0.8 to detect a lead of 0.02 within 4 core-hours" in rendered and "commit abc1234" in rendered
     assert "Lead: the strategy's true share minus random search's, paired by seed" in rendered
+    pd.DataFrame(verdicts | {"share": [0.512, float("nan")], "baseline_share": [0.481, float("nan")]}).to_csv(
+        folder / "verdicts.csv", index=False
+    )
+    with_shares = results.render("<!-- results:comparison -->\n<!-- /results:comparison -->\n", root=tmp_path)
+    assert "| SMAC | **+0.031 ± 0.008** (0.512 against 0.481; Holm p 0.0004, 200 seeds) |" in with_shares
+    assert "paired by seed (mean ± s.e.; then the two mean true shares on those seeds)" in with_shares
     (folder / "plan.json").write_text(json.dumps(plan | {"baseline": "smac", "methods": ["botorch"]}))
     against_smac = results.render("<!-- results:comparison -->\n<!-- /results:comparison -->\n", root=tmp_path)
     assert "Lead: the strategy's true share minus SMAC's" in against_smac

@@ -53,12 +53,19 @@ def detectable_lead(sd: float, seeds: int, level: float, power: float) -> float:
     return abs(float(np.ravel(d)[0])) * sd  # statsmodels may return a 1-element array, or the negative root
 
 
-def paired_differences(runs: pd.DataFrame, method: str, baseline: str = BASELINE, score: str = SCORE) -> pd.Series:
-    """``method``'s score minus ``baseline``'s, per seed both ran (one budget's runs: ``method``, ``seed``)."""
+def paired_scores(runs: pd.DataFrame, method: str, baseline: str = BASELINE, score: str = SCORE) -> pd.DataFrame:
+    """``method``'s and ``baseline``'s scores (columns), per seed both ran (one budget's runs: ``method``,
+    ``seed``); empty where either was not run (yet)."""
     wide = runs.pivot_table(index="seed", columns="method", values=score)
-    if method not in wide or baseline not in wide:  # not run (yet)
-        return pd.Series(dtype=float)
-    return (wide[method] - wide[baseline]).dropna()
+    if method not in wide or baseline not in wide:
+        return pd.DataFrame(columns=[method, baseline], dtype=float)
+    return wide[[method, baseline]].dropna()
+
+
+def paired_differences(runs: pd.DataFrame, method: str, baseline: str = BASELINE, score: str = SCORE) -> pd.Series:
+    """``method``'s score minus ``baseline``'s, per seed both ran."""
+    pairs = paired_scores(runs, method, baseline, score)
+    return pairs[method] - pairs[baseline]
 
 
 def make_plan(
@@ -159,7 +166,8 @@ def _cell(plan: dict[str, Any], budget: int, method: str) -> dict[str, Any]:
 
 
 def verdicts(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
-    """Per budget and method: the confirmatory runs' paired lead over the plan's baseline (mean, s.e., seeds), the
+    """Per budget and method: the confirmatory runs' mean scores (the method's and the baseline's, on the seeds both
+    ran) and paired lead over the plan's baseline (mean, s.e., seeds), the
     t-test's p and Holm's adjusted p within the budget's family (all the plan's comparisons; one not run, or not
     finished on all its planned seeds, is not tested and counts as p = 1), the planned detectable lead, and the
     verdict (module docstring). Runs on seeds outside the plan's are ignored."""
@@ -170,7 +178,8 @@ def verdicts(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
         for method in plan["methods"]:
             seeds = set(planned_seeds(plan, trials, method))
             planned_runs = at_budget[at_budget["seed"].isin(seeds)]
-            differences = paired_differences(planned_runs, method, plan["baseline"], plan["score"])
+            pairs = paired_scores(planned_runs, method, plan["baseline"], plan["score"])
+            differences = pairs[method] - pairs[plan["baseline"]]
             finished = len(seeds) > 1 and len(differences) == len(seeds)  # an unfinished cell is not tested
             test = stats.ttest_1samp(differences, 0.0) if finished else None
             family.append(
@@ -179,6 +188,8 @@ def verdicts(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
                     "method": method,
                     "label": METHODS[method].label if method in METHODS else method,
                     "seeds": len(differences),
+                    "share": pairs[method].mean(),
+                    "baseline_share": pairs[plan["baseline"]].mean(),
                     "lead": differences.mean(),
                     "lead_se": differences.sem(),
                     "p": float(test.pvalue) if test is not None else np.nan,
