@@ -360,6 +360,10 @@ DOC_TABLES: dict[str, Tables] = {
         "default_table_check": ("results/search_default_table", comparison_table),
         "fidelity_check": ("results/search_fidelity_check", comparison_table),
         "fidelity_check_vs_smac": ("results/search_fidelity_check_vs_smac", comparison_table),
+        "hedge_check": ("results/search_hedge_check", comparison_table),
+        "hedge_check_vs_smac": ("results/search_hedge_check_vs_smac", comparison_table),
+        "botorch_table_check": ("results/search_botorch_table_check", comparison_table),
+        "botorch_table_check_vs_smac": ("results/search_botorch_table_check_vs_smac", comparison_table),
     },
 }
 """The docs' blocks, by page (relative to the repository), rendered and checked like the README's."""
