@@ -136,3 +136,13 @@ def test_resume_invariant_settings_are_what_search_json_holds():
     )
     nsga2 = SearchSettings(**VALID, strategy="nsga2", options={"population_size": 4}).resume_invariant()
     assert nsga2["population_size"] == 4 and "rho" not in nsga2
+
+
+@pytest.mark.parametrize(("max_budget", "eta"), [(4, 2), (8, 2), (100, 10), (1000, 10), (243, 3), (4, 3)])
+def test_smac_brackets_are_counted_as_smac_counts_them(max_budget, eta):
+    from smac.intensifier.successive_halving import SuccessiveHalving
+
+    from fairnas.search.strategies.smac import n_brackets
+
+    settings = SearchSettings(**{**VALID, "max_budget": max_budget, "eta": eta})
+    assert n_brackets(settings) == SuccessiveHalving._get_max_iterations(eta, max_budget, 1) + 1

@@ -70,8 +70,9 @@ def bracket_list(name: str, values: Any) -> tuple[int, ...]:
 
 
 def n_brackets(settings: SearchSettings) -> int:
-    """Hyperband's brackets over the search's budgets: 1 + floor(log_eta(max_budget / min_budget))."""
-    return 1 + math.floor(math.log(settings.max_budget / settings.min_budget, settings.eta) + 1e-9)
+    """Hyperband's brackets over the search's budgets, 1 + floor(log(max_budget / min_budget) / log(eta)), computed
+    as SMAC 2.x computes them (so a rounding at an exact power of eta agrees with SMAC's)."""
+    return 1 + math.floor(math.log(settings.max_budget / settings.min_budget) / math.log(settings.eta))
 
 
 def check(settings: SearchSettings) -> None:
