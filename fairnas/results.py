@@ -362,6 +362,7 @@ DOC_TABLES: dict[str, Tables] = {
         "fidelity_check_vs_smac": ("results/search_fidelity_check_vs_smac", comparison_table),
         "hedge_check": ("results/search_hedge_check", comparison_table),
         "hedge_check_vs_smac": ("results/search_hedge_check_vs_smac", comparison_table),
+        "hedge_surrogate": ("results/search_hedge_surrogate", comparison_table),
         "botorch_table_check": ("results/search_botorch_table_check", comparison_table),
         "botorch_table_check_vs_smac": ("results/search_botorch_table_check_vs_smac", comparison_table),
     },
