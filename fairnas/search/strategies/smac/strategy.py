@@ -24,7 +24,7 @@ from smac.runhistory.enumerations import StatusType
 
 from fairnas.search.records import TrialRecord
 from fairnas.search.strategies.base import Proposal
-from fairnas.search.strategies.smac import SmacSettings, n_brackets
+from fairnas.search.strategies.smac import SmacSettings
 from fairnas.search.trial import SUCCESS, TrialOutcome, native_config
 
 if TYPE_CHECKING:
@@ -72,9 +72,9 @@ class SmacStrategy:
         if self._seeded:
             intensifier = Intensifier(scenario, max_config_calls=options.n_seeds, seed=settings.seed)
         elif options.brackets is not None:
-            count = n_brackets(settings)
-            cycle = tuple(bracket % count for bracket in options.brackets)
-            intensifier = BracketCycle(scenario, cycle, eta=settings.eta, incumbent_selection="highest_budget")
+            intensifier = BracketCycle(
+                scenario, options.brackets, eta=settings.eta, incumbent_selection="highest_budget"
+            )
         else:
             intensifier = INTENSIFIERS[options.scheduler](
                 scenario, eta=settings.eta, incumbent_selection="highest_budget"
@@ -137,8 +137,8 @@ class SmacStrategy:
 class BracketCycle(Hyperband):
     """Hyperband that cycles through ``cycle``, its chosen brackets (``search.smac.brackets``), instead of all of
     them in order: e.g. (0, 2) over budgets 1-4 at eta 2 keeps the bracket that starts at 1 epoch and the one that
-    trains every configuration at 4, and drops the one that starts at 2. Its bracket state is the position in the
-    cycle."""
+    trains every configuration at 4, and drops the one that starts at 2; a negative index counts from the last of
+    SMAC's brackets. Its bracket state is the position in the cycle."""
 
     def __init__(self, scenario: Scenario, cycle: tuple[int, ...], **kwargs: object):
         self._cycle = cycle
@@ -147,7 +147,7 @@ class BracketCycle(Hyperband):
     def _get_next_bracket(self) -> int:
         position = self._next_bracket % len(self._cycle)
         self._next_bracket = position + 1
-        return self._cycle[position]
+        return self._cycle[position] % (self._s_max + 1)
 
 
 def _single_threaded_forest(scenario: Scenario) -> RandomForest:
