@@ -71,6 +71,15 @@ def test_smac_ends_starts_configurations_only_at_the_first_and_the_full_budget(t
     assert list(trials["budget"][15:19]) == [8.0] * 4  # then the last bracket
 
 
+def test_the_benchmarks_smac_runs_every_bracket_and_settings_change_a_methods_options_one_by_one(tmp_path):
+    problem = analytic_problem()  # budgets 1 to 8, eta 2: brackets start at 1, 2, 4 and 8
+    trials = run_method(problem, "smac", seed=0, total_budget=100, run_dir=tmp_path / "smac")
+    assert set(trials.groupby("config_id")["budget"].min()) == {1.0, 2.0, 4.0, 8.0}  # the paper's Hyperband
+    run_method(problem, "smac", seed=0, total_budget=8, run_dir=tmp_path / "rho", settings={"options": {"rho": 0.5}})
+    recorded = json.loads((tmp_path / "rho" / "search" / "search.json").read_text())
+    assert (recorded["brackets"], recorded["rho"]) == (None, 0.5)  # the method's every bracket kept
+
+
 def test_an_interrupted_benchmark_run_resumes_with_its_trials_charged(tmp_path):
     problem = analytic_problem()
     whole = run_method(problem, "smac", seed=0, total_budget=24, run_dir=tmp_path / "whole")

@@ -2,8 +2,10 @@
 
 Every method minimises all objectives through ``run_search``, on the same space, budgets and target per problem:
 
-- ``smac``: ``SearchSettings(strategy="smac")``, Hyperband with eta and ParEGO, promoted configurations continue from
-  their lower-budget checkpoints (fairnas's default, beyond the paper);
+- ``smac``: ``SearchSettings(strategy="smac")`` with every Hyperband bracket (``search.smac.brackets=null``, the
+  paper's SMAC), eta and ParEGO, promoted configurations continue from their lower-budget checkpoints (beyond the
+  paper); every SMAC variant below runs every bracket unless it names its own;
+- ``smac_ends``: SMAC with Hyperband's first and last brackets only (``search.smac.brackets=[0, -1]``);
 - ``smac_scratch``: the same SMAC search, every promoted configuration retrained from scratch (the paper);
 - ``random``: ``strategy="random"``, every configuration trained to the maximum budget;
 - ``moasha``: ``strategy="moasha"``, Syne Tune's MO-ASHA (the closest peer: multi-fidelity, multi-objective;
@@ -39,9 +41,10 @@ class Method:
     min_budget_share: float | None = None  # min_budget as a share of the problem's max_budget (None: the problem's)
 
 
-BENCHMARK_OPTIONS = {"botorch": {"fidelity": "full"}}
+BENCHMARK_OPTIONS = {"botorch": {"fidelity": "full"}, "smac": {"brackets": None}}
 """Options of a strategy's own method where they differ from its defaults: BoTorch's multi-fidelity set-ups are
-variants below, its method runs every trial at the full budget."""
+variants below, its method runs every trial at the full budget; SMAC's method runs every Hyperband bracket (the
+paper's set-up, whatever ``search.smac.brackets`` defaults to)."""
 
 
 def strategy_methods() -> dict[str, Method]:
@@ -55,16 +58,26 @@ def strategy_methods() -> dict[str, Method]:
     return methods
 
 
+def smac_options(**options: Any) -> dict[str, Any]:
+    """A SMAC variant's settings: SMAC's benchmark options (every bracket) with ``options`` changed."""
+    return {"options": {**BENCHMARK_OPTIONS["smac"], **options}}
+
+
 BOTORCH_REFIT5 = {"options": {"fidelity": "full", "refit_every": 5}}
+SMAC = smac_options()
+SMAC_ENDS = smac_options(brackets=(0, -1))
 VARIANTS = {
-    "smac_scratch": Method("SMAC, from scratch", "smac", continuing=False),
-    "smac_full": Method("SMAC, every trial at the full budget (no Hyperband)", "smac", min_budget_share=1.0),
-    "smac_half": Method("SMAC, Hyperband from half the full budget", "smac", min_budget_share=0.5),
-    "smac_ends": Method(
-        "SMAC, Hyperband's first and last brackets only", "smac", settings={"options": {"brackets": (0, -1)}}
+    "smac_scratch": Method("SMAC, from scratch", "smac", continuing=False, settings=SMAC),
+    "smac_full": Method(
+        "SMAC, every trial at the full budget (no Hyperband)", "smac", settings=SMAC, min_budget_share=1.0
     ),
-    "smac_seeds2": Method("SMAC racing 2 seeds (full budget)", "smac", settings={"options": {"n_seeds": 2}}),
-    "smac_seeds3": Method("SMAC racing 3 seeds (full budget)", "smac", settings={"options": {"n_seeds": 3}}),
+    "smac_half": Method("SMAC, Hyperband from half the full budget", "smac", settings=SMAC, min_budget_share=0.5),
+    "smac_ends": Method("SMAC, Hyperband's first and last brackets only", "smac", settings=SMAC_ENDS),
+    "smac_ends+final": Method(
+        "SMAC, Hyperband's first and last brackets + final stage", "smac", settings=SMAC_ENDS, final=True
+    ),
+    "smac_seeds2": Method("SMAC racing 2 seeds (full budget)", "smac", settings=smac_options(n_seeds=2)),
+    "smac_seeds3": Method("SMAC racing 3 seeds (full budget)", "smac", settings=smac_options(n_seeds=3)),
     "botorch_early_stop": Method(
         "BoTorch GP, early stopping", "botorch", settings={"options": {"fidelity": "early_stop"}}
     ),
@@ -77,7 +90,10 @@ VARIANTS = {
     ),
     **{
         f"smac_design{size}{suffix}": Method(
-            f"SMAC, initial design of {size}{label}", "smac", settings={"initial_design_size": size}, final=final
+            f"SMAC, initial design of {size}{label}",
+            "smac",
+            settings={**SMAC, "initial_design_size": size},
+            final=final,
         )
         for size in (8, 24)
         for suffix, label, final in (("", "", False), ("+final", " + final stage", True))

@@ -53,7 +53,8 @@ def run_method(
 ) -> pd.DataFrame:
     """One search until ``total_budget`` epochs are consumed; its trials in finishing order with their ``cost`` and
     ``stage`` (``search``; ``final`` for the final stage's re-training runs). ``settings`` override the problem's
-    ``SearchSettings`` (e.g. ``eta``; ``bench/smac_defaults.py``).
+    ``SearchSettings`` and the method's (e.g. ``eta``; ``bench/smac_defaults.py``), the strategy's ``options`` one
+    by one.
 
     A method with the final stage searches until ``total_budget`` less the stage's cost (``final.top_k`` x
     ``final.seeds`` runs at the maximum budget) is consumed, then re-trains its best configurations: the stage's
@@ -92,6 +93,8 @@ def run_method(
         **spec.settings,
         **(settings or {}),
     }
+    if settings and "options" in settings:
+        values["options"] = {**spec.settings.get("options", {}), **settings["options"]}
     nominal_cap = total_budget * values["eta"] / (values["eta"] - 1) + problem.max_budget
     search_settings = SearchSettings(**values, total_budget=nominal_cap)
     with contextlib.suppress(ComputeBudgetReached):  # trials.csv holds every finished trial
