@@ -131,7 +131,8 @@ def training_minutes(study_dir: Path) -> dict[str, float]:
 
 
 STRATEGIES = {
-    "smac": "SMAC (default)",
+    "smac_ends": "SMAC, Hyperband's first and last brackets (default)",
+    "smac": "SMAC, every Hyperband bracket",
     "smac_scratch": "SMAC, promoted configurations from scratch (the paper)",
     "random": "random search",
     "moasha": "MO-ASHA",
@@ -363,6 +364,7 @@ DOC_TABLES: dict[str, Tables] = {
         "hedge_check": ("results/search_hedge_check", comparison_table),
         "hedge_check_vs_smac": ("results/search_hedge_check_vs_smac", comparison_table),
         "hedge_surrogate": ("results/search_hedge_surrogate", comparison_table),
+        "hedge_30": ("results/search_hedge_30", comparison_table),
         "botorch_table_check": ("results/search_botorch_table_check", comparison_table),
         "botorch_table_check_vs_smac": ("results/search_botorch_table_check_vs_smac", comparison_table),
     },

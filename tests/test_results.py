@@ -97,7 +97,7 @@ def test_the_strategy_table_is_the_mean_and_standard_error_of_the_runs(tmp_path,
     rendered = results.render(readme, root=tmp_path)
     assert results.drifted(rendered, root=tmp_path) == [] and rendered.endswith("-->\nafter\n")
     assert "| random search | 0.850 ± 0.050 | 0.950 ± 0.050 | 0.750 ± 0.050 |" in rendered
-    assert "| SMAC (default) | 0.960 ± 0.010 |  |  |" in rendered  # no table runs: empty cells, not made-up ones
+    assert "| SMAC, every Hyperband bracket | 0.960 ± 0.010 |  |  |" in rendered  # no table runs: empty cells
     assert "commit abc1234" in rendered and "stale" not in rendered
 
 
@@ -123,7 +123,7 @@ def test_a_surrogate_quality_file_adds_its_columns_with_the_gap_closed_against_r
     monkeypatch.setitem(results.QUALITY_FILES, "surrogate/surrogate_quality.csv", surrogate)
     rendered = results.render("<!-- results:strategies -->\n<!-- /results:strategies -->\n", root=tmp_path)
     assert "| embedded faces, paper space (surrogate): true share of the answer (2 seeds) | with the final" in rendered
-    smac = "| SMAC (default) | 0.900 ± nan | 0.950 ± 0.010 | 0.940 ± 0.010 | 0.950 ± 0.010 (gap closed 0.500 ± 0.100) |"
+    smac = "| SMAC, every Hyperband bracket | 0.900 ± nan | 0.950 ± 0.010 | 0.940 ± 0.010 | 0.950 ± 0.010 (gap closed 0.500 ± 0.100) |"
     assert smac + " 0.940 ± 0.010 (gap closed 0.300 ± 0.100) |" in rendered
     assert "| random search | 0.800 ± nan | 0.910 ± 0.010 |  | 0.910 ± 0.010 |  |" in rendered  # random is the zero
     # measured apart, at another commit: each folder's own manifest says how

@@ -312,6 +312,17 @@ def test_resuming_with_a_space_that_sets_other_keys_or_other_invariants_is_refus
     assert json.loads(recorded.read_text())["space_keys"] == {"x0": "model.a"}
 
 
+def test_a_search_started_before_smac_recorded_its_brackets_resumes_only_with_every_bracket(tmp_path):
+    _search(tmp_path, n_trials=4, options={"brackets": None})
+    recorded = tmp_path / "search" / "search.json"
+    older = {name: value for name, value in json.loads(recorded.read_text()).items() if name != "brackets"}
+    recorded.write_text(json.dumps(older))  # as versions before search.smac.brackets wrote it: every bracket ran
+    with pytest.raises(ValueError, match=r"different \['brackets'\]"):
+        _search(tmp_path, target=_never_called, n_trials=4)  # today's default, [0, -1], is not what it ran
+    _search(tmp_path, n_trials=6, options={"brackets": None})
+    assert json.loads(recorded.read_text())["brackets"] is None  # recorded from now on
+
+
 def test_a_full_disk_stops_the_search_without_recording_the_trial_and_a_rerun_retries_it(tmp_path):
     """Running out of space is the machine's fault, not the trial's: the search stops, the trial stays unrecorded
     (a crash would record it with the crash cost and never retry it), and the same search later runs it."""

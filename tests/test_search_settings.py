@@ -57,7 +57,7 @@ VALID = {"objectives": ["f1", "f2"], "min_budget": 1, "max_budget": 4, "n_trials
         ),
         (
             {"options": {"brackets": [0], "scheduler": "successive_halving"}},
-            "search.smac.brackets=[0] must be null unless smac.scheduler=hyperband and smac.n_seeds=1",
+            "search.smac.brackets=[0] must be null or [0, -1] unless smac.scheduler=hyperband and smac.n_seeds=1",
         ),
         ({"final": {"seeds": 1.5}}, "search.final.seeds=1.5 must be an integer >= 0"),
         ({"final": {"top_k": 0}}, "search.final.top_k=0 must be a positive integer"),
@@ -90,6 +90,14 @@ def test_the_strategy_section_becomes_its_options_and_every_other_section_is_che
     assert SearchSettings.from_mapping(mapping).options.population_size == 4
     with pytest.raises(ValueError, match=r"^search.smac.rho=-1 must be a number >= 0$"):
         SearchSettings.from_mapping({**mapping, "smac": {"rho": -1}})
+
+
+def test_smac_keeps_hyperbands_first_and_last_brackets_by_default_and_every_bracket_in_the_papers_search():
+    assert compose_config("search", [], output_dir=".").search.smac.brackets == [0, -1]
+    assert compose_config("search", ["search=paper"], output_dir=".").search.smac.brackets is None
+    # the default is inert where Hyperband does not run, so those set-ups need no second flag
+    for options in ({"scheduler": "successive_halving"}, {"n_seeds": 2}):
+        assert SearchSettings(**{**VALID, "options": options}).options.brackets == (0, -1)
 
 
 @pytest.mark.parametrize("name", [name for name, entry in REGISTRY.items() if entry.options is not None])
@@ -131,7 +139,7 @@ def test_resume_invariant_settings_are_what_search_json_holds():
             "rho": 0.05,
             "objective_weights": None,
             "n_seeds": 1,
-            "brackets": None,
+            "brackets": [0, -1],
         }
     )
     nsga2 = SearchSettings(**VALID, strategy="nsga2", options={"population_size": 4}).resume_invariant()

@@ -130,7 +130,11 @@ def run_search(
 
         if settings.dask_address is not None or settings.dask_scheduler_file is not None:
             pool()  # an existing scheduler is reached before anything is written: a wrong address stops here
-        _claim_output_dir(output_dir, settings.resume_invariant() | space_invariants | dict(invariants or {}))
+        _claim_output_dir(
+            output_dir,
+            settings.resume_invariant() | space_invariants | dict(invariants or {}),
+            unrecorded_values=settings.resume_unrecorded(),
+        )
         store = TrialStore(output_dir / TRIALS_FILE, settings.objectives, list(search_space.keys))
         if store.records:
             log.info("resuming search in %s with %d finished trials", output_dir, len(store.records))
@@ -393,23 +397,25 @@ def _as_search_space(space: Any) -> SearchSpace:
     )
 
 
-def _claim_output_dir(output_dir: Path, settings: dict[str, Any]) -> None:
-    """Record the search settings, or check that an earlier run in ``output_dir`` used the same ones."""
+def _claim_output_dir(output_dir: Path, settings: dict[str, Any], unrecorded_values: dict[str, Any]) -> None:
+    """Record the search settings, or check that an earlier run in ``output_dir`` used the same ones; a setting its
+    search.json predates is taken from ``unrecorded_values`` where known (what older versions ran with)."""
     settings_path = output_dir / SETTINGS_FILE
     settings = json.loads(json.dumps(settings))  # normalise (tuples -> lists) for comparison
     if settings_path.is_file():
-        previous = json.loads(settings_path.read_text())
+        recorded = json.loads(settings_path.read_text())
+        previous = json.loads(json.dumps(unrecorded_values)) | recorded
         changed = [name for name, value in settings.items() if name in previous and previous[name] != value]
         if changed:
             raise ValueError(
                 f"{output_dir} holds a search with different {changed}; use a new output_dir to change them"
             )
-        unrecorded = [name for name in settings if name not in previous]
-        if not unrecorded:
+        if set(settings) <= set(recorded):
             return
-        # search.json from an older version: what it lacks cannot be checked now, only recorded for next time.
-        log.warning("%s does not record %s; resuming with the current values", settings_path, unrecorded)
-        settings = previous | settings
+        unknown = [name for name in settings if name not in previous]
+        if unknown:  # search.json from an older version: what it lacks cannot be checked now, only recorded
+            log.warning("%s does not record %s; resuming with the current values", settings_path, unknown)
+        settings = recorded | settings
     output_dir.mkdir(parents=True, exist_ok=True)
     with atomic_path(settings_path) as tmp:
         tmp.write_text(json.dumps(settings, indent=2))

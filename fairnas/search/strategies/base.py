@@ -8,8 +8,8 @@ when the search builds it (:meth:`Registration.load`).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -74,16 +74,19 @@ class Options(Protocol):
 class Registration:
     """A registered strategy: ``build`` makes it; ``options`` is its settings section's class (None: it has no
     options), ``check(settings)`` checks the section against the loop's settings, and ``resume_invariant`` names the
-    options a resumed search must share (search.json records them by name). Traits: ``full_budget_only``, every
-    trial at max_budget whatever the options; ``multi_fidelity``, trials at budgets from min_budget to max_budget
-    (given its options). ``requires``: the module ``build`` imports that needs an optional extra; it stops with one
-    line naming the extra when it is missing. ``title``: how tables and benchmarks call it (default: its name)."""
+    options a resumed search must share (search.json records them by name); ``resume_unrecorded`` gives the value
+    an option had in searches whose search.json predates it, so such a search resumes only with that value.
+    Traits: ``full_budget_only``, every trial at max_budget whatever the options; ``multi_fidelity``, trials at
+    budgets from min_budget to max_budget (given its options). ``requires``: the module ``build`` imports that needs
+    an optional extra; it stops with one line naming the extra when it is missing. ``title``: how tables and
+    benchmarks call it (default: its name)."""
 
     name: str
     build: Build
     options: type[Options] | None = None
     check: Callable[[Any], None] | None = None  # given the SearchSettings, as build is
     resume_invariant: tuple[str, ...] = ()
+    resume_unrecorded: Mapping[str, Any] = field(default_factory=dict)
     full_budget_only: bool = False
     multi_fidelity: bool = False
     requires: str | None = None

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 SCHEDULERS = ("hyperband", "successive_halving")
 MULTI_OBJECTIVE_ALGORITHMS = ("parego", "mean")
+DEFAULT_BRACKETS = (0, -1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,14 +33,17 @@ class SmacSettings(Section):
     with ``objective_weights``), ``n_seeds``: with more than 1, SMAC's intensifier races a configuration on up
     to that many training seeds (its own answer to noise), every trial at max_budget, and ``brackets``: which of
     Hyperband's brackets it cycles through, in that order (0 starts at min_budget, -1 trains every configuration
-    at max_budget; None: every bracket, as SMAC does)."""
+    at max_budget; None: every bracket, as SMAC and the paper do). The default (0, -1) is the set-up that leads
+    random search on the surrogate and SMAC's full Hyperband on the noisy table (docs/search_strategies.md); it
+    has no effect where Hyperband does not run (successive halving, ``n_seeds`` > 1), other values are refused
+    there."""
 
     scheduler: str = "hyperband"
     multi_objective: str = "parego"
     rho: float = 0.05
     objective_weights: tuple[float, ...] | None = None
     n_seeds: int = 1
-    brackets: tuple[int, ...] | None = None
+    brackets: tuple[int, ...] | None = DEFAULT_BRACKETS
     section = "smac"
 
     @classmethod
@@ -76,7 +80,8 @@ def n_brackets(settings: SearchSettings) -> int:
 
 
 def check(settings: SearchSettings) -> None:
-    """One non-negative objective weight per objective; brackets only for Hyperband, each one it has."""
+    """One non-negative objective weight per objective; brackets other than the default only where Hyperband runs,
+    each one it has."""
     options: SmacSettings = settings.options
     weights, n_objectives = options.objective_weights, len(settings.objectives)
     if weights is not None and (len(weights) != n_objectives or min(weights) < 0):
@@ -84,7 +89,10 @@ def check(settings: SearchSettings) -> None:
     if options.brackets is None:
         return
     if options.scheduler != "hyperband" or options.n_seeds > 1:
-        SEARCH.fail("smac.brackets", list(options.brackets), "null unless smac.scheduler=hyperband and smac.n_seeds=1")
+        if options.brackets != DEFAULT_BRACKETS:
+            allowed = f"null or {list(DEFAULT_BRACKETS)} unless smac.scheduler=hyperband and smac.n_seeds=1"
+            SEARCH.fail("smac.brackets", list(options.brackets), allowed)
+        return
     count = n_brackets(settings)
     if any(not -count <= bracket < count for bracket in options.brackets):
         SEARCH.fail(
@@ -108,6 +116,7 @@ register(
         options=SmacSettings,
         check=check,
         resume_invariant=("scheduler", "multi_objective", "rho", "objective_weights", "n_seeds", "brackets"),
+        resume_unrecorded={"brackets": None},  # a search.json without brackets: SMAC ran every bracket
         multi_fidelity=True,
         title="SMAC",
     )
