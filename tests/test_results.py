@@ -123,7 +123,10 @@ def test_a_surrogate_quality_file_adds_its_columns_with_the_gap_closed_against_r
     monkeypatch.setitem(results.QUALITY_FILES, "surrogate/surrogate_quality.csv", surrogate)
     rendered = results.render("<!-- results:strategies -->\n<!-- /results:strategies -->\n", root=tmp_path)
     assert "| embedded faces, paper space (surrogate): true share of the answer (2 seeds) | with the final" in rendered
-    smac = "| SMAC, every Hyperband bracket | 0.900 ± nan | 0.950 ± 0.010 | 0.940 ± 0.010 | 0.950 ± 0.010 (gap closed 0.500 ± 0.100) |"
+    smac = (
+        "| SMAC, every Hyperband bracket | 0.900 ± nan | 0.950 ± 0.010 | 0.940 ± 0.010 | 0.950 ± 0.010 "
+        "(gap closed 0.500 ± 0.100) |"
+    )
     assert smac + " 0.940 ± 0.010 (gap closed 0.300 ± 0.100) |" in rendered
     assert "| random search | 0.800 ± nan | 0.910 ± 0.010 |  | 0.910 ± 0.010 |  |" in rendered  # random is the zero
     # measured apart, at another commit: each folder's own manifest says how

@@ -317,7 +317,7 @@ def test_a_search_started_before_smac_recorded_its_brackets_resumes_only_with_ev
     recorded = tmp_path / "search" / "search.json"
     older = {name: value for name, value in json.loads(recorded.read_text()).items() if name != "brackets"}
     recorded.write_text(json.dumps(older))  # as versions before search.smac.brackets wrote it: every bracket ran
-    with pytest.raises(ValueError, match=r"different \['brackets'\]"):
+    with pytest.raises(ValueError, match=r"different \['brackets'\] \(it ran with brackets=null\); resume it with"):
         _search(tmp_path, target=_never_called, n_trials=4)  # today's default, [0, -1], is not what it ran
     _search(tmp_path, n_trials=6, options={"brackets": None})
     assert json.loads(recorded.read_text())["brackets"] is None  # recorded from now on

@@ -407,8 +407,13 @@ def _claim_output_dir(output_dir: Path, settings: dict[str, Any], unrecorded_val
         previous = json.loads(json.dumps(unrecorded_values)) | recorded
         changed = [name for name, value in settings.items() if name in previous and previous[name] != value]
         if changed:
+            recorded_text = {name: json.dumps(previous[name]) for name in changed}
+            short = {name: text for name, text in recorded_text.items() if len(text) <= 80}  # a space's is not
+            there = ", ".join(f"{name}={text}" for name, text in short.items())
             raise ValueError(
-                f"{output_dir} holds a search with different {changed}; use a new output_dir to change them"
+                f"{output_dir} holds a search with different {changed}"
+                + (f" (it ran with {there})" if there else "")
+                + "; resume it with those values or use a new output_dir to change them"
             )
         if set(settings) <= set(recorded):
             return
