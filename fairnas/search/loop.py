@@ -397,7 +397,7 @@ def _as_search_space(space: Any) -> SearchSpace:
     )
 
 
-def _claim_output_dir(output_dir: Path, settings: dict[str, Any], unrecorded_values: dict[str, Any]) -> None:
+def _claim_output_dir(output_dir: Path, settings: dict[str, Any], unrecorded_values: Mapping[str, Any]) -> None:
     """Record the search settings, or check that an earlier run in ``output_dir`` used the same ones; a setting its
     search.json predates is taken from ``unrecorded_values`` where known (what older versions ran with)."""
     settings_path = output_dir / SETTINGS_FILE
@@ -407,9 +407,8 @@ def _claim_output_dir(output_dir: Path, settings: dict[str, Any], unrecorded_val
         previous = json.loads(json.dumps(unrecorded_values)) | recorded
         changed = [name for name, value in settings.items() if name in previous and previous[name] != value]
         if changed:
-            recorded_text = {name: json.dumps(previous[name]) for name in changed}
-            short = {name: text for name, text in recorded_text.items() if len(text) <= 80}  # a space's is not
-            there = ", ".join(f"{name}={text}" for name, text in short.items())
+            texts = {name: json.dumps(previous[name]) for name in changed}
+            there = ", ".join(f"{name}={text}" for name, text in texts.items() if len(text) <= 80)  # not a space
             raise ValueError(
                 f"{output_dir} holds a search with different {changed}"
                 + (f" (it ran with {there})" if there else "")

@@ -150,10 +150,10 @@ class SearchSettings:
         values |= {name: getattr(self.options, name) for name in registration(self.strategy).resume_invariant}
         return {name: list(value) if isinstance(value, tuple) else value for name, value in values.items()}
 
-    def resume_unrecorded(self) -> dict[str, Any]:
+    def resume_unrecorded(self) -> Mapping[str, Any]:
         """What a search whose search.json predates a resume-invariant option ran with (the strategy's
         ``Registration.resume_unrecorded``)."""
-        return dict(registration(self.strategy).resume_unrecorded)
+        return registration(self.strategy).resume_unrecorded
 
     def _normalised(self) -> dict[str, Any]:
         """Lists (OmegaConf list nodes included) as tuples, numbers as floats or ints; a wrong type is named."""

@@ -46,6 +46,11 @@ class SmacSettings(Section):
     brackets: tuple[int, ...] | None = DEFAULT_BRACKETS
     section = "smac"
 
+    @property
+    def runs_hyperband(self) -> bool:
+        """Whether SMAC's intensifier is Hyperband, the only one with brackets."""
+        return self.scheduler == "hyperband" and self.n_seeds == 1
+
     @classmethod
     def checked(cls, values: dict[str, Any]) -> SmacSettings:
         check_choice("smac.scheduler", values["scheduler"], SCHEDULERS)
@@ -86,13 +91,11 @@ def check(settings: SearchSettings) -> None:
     weights, n_objectives = options.objective_weights, len(settings.objectives)
     if weights is not None and (len(weights) != n_objectives or min(weights) < 0):
         SEARCH.fail("smac.objective_weights", list(weights), f"{n_objectives} non-negative numbers")
-    if options.brackets is None:
+    if options.brackets is None or (not options.runs_hyperband and options.brackets == DEFAULT_BRACKETS):
         return
-    if options.scheduler != "hyperband" or options.n_seeds > 1:
-        if options.brackets != DEFAULT_BRACKETS:
-            allowed = f"null or {list(DEFAULT_BRACKETS)} unless smac.scheduler=hyperband and smac.n_seeds=1"
-            SEARCH.fail("smac.brackets", list(options.brackets), allowed)
-        return
+    if not options.runs_hyperband:
+        allowed = f"null or {list(DEFAULT_BRACKETS)} unless smac.scheduler=hyperband and smac.n_seeds=1"
+        SEARCH.fail("smac.brackets", list(options.brackets), allowed)
     count = n_brackets(settings)
     if any(not -count <= bracket < count for bracket in options.brackets):
         SEARCH.fail(

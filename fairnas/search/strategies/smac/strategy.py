@@ -71,7 +71,7 @@ class SmacStrategy:
         intensifier: AbstractIntensifier
         if self._seeded:
             intensifier = Intensifier(scenario, max_config_calls=options.n_seeds, seed=settings.seed)
-        elif options.scheduler == "hyperband" and options.brackets is not None:
+        elif options.runs_hyperband and options.brackets is not None:
             intensifier = BracketCycle(
                 scenario, options.brackets, eta=settings.eta, incumbent_selection="highest_budget"
             )
