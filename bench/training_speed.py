@@ -17,14 +17,16 @@ Two parts, both on pre-built random batches (data loading is excluded; ``bench/d
   ``torch.compile``: images/s after the warm-up, the warm-up's seconds, and the training steps after which the
   compilation has paid for itself (``compile.csv``, ``compile_payback.csv``).
 - ``overhead``: the host time Lightning adds per step, with a near-zero model on the CPU (flatten + one 16-wide
-  linear layer at 8 px, batch 4, one intra-op thread): ms/step of the bare loop and of Lightning with the module as
-  it is, logging every step, and as before 2026-11-28 (every step logged, Lightning's per-hook attribute set through
-  ``nn.Module.__setattr__``), in ``--overhead-repeats`` rounds of ``--overhead-steps`` timed steps after 50 (median,
-  min, max, and each median's excess over the bare loop's; goal: at most ``OVERHEAD_GOAL_MS``); then Lightning's
-  host time by group (the model's own work, fairnas's ``training_step`` and hooks, logging, hook dispatch,
-  callbacks, the optimisation closure, the optimizer wrapper, data loader and batch transfer, the loop), traced with
-  ``sys.setprofile`` and scaled to the measured ms/step, and the functions with the most time of their own
-  (``overhead.csv``, ``overhead_breakdown.csv``, ``overhead_functions.csv``).
+  linear layer at 8 px, batch 4, one intra-op thread): ms/step of the bare loop and of Lightning with the module and
+  profiler as ``train.py`` gives them, with Lightning's own pass-through profiler, with the callbacks of every
+  ``train.py`` run, logging every step, and as before 2026-11-28 (every step logged, Lightning's per-hook attribute
+  set through ``nn.Module.__setattr__``, the pass-through profiler), in ``--overhead-repeats`` rounds of
+  ``--overhead-steps`` timed steps after 50 (median, min, max, and each median's excess over the bare loop's; goal:
+  the first at most ``OVERHEAD_GOAL_MS``); then Lightning's host time by group (the model's own work, fairnas's
+  ``training_step`` and hooks, logging, hook dispatch, callbacks, the optimisation closure, the optimizer wrapper,
+  data loader and batch transfer, the loop), traced with ``sys.setprofile`` and scaled to the measured ms/step, and
+  the functions with the most time of their own (``overhead.csv``, ``overhead_breakdown.csv``,
+  ``overhead_functions.csv``).
 - ``profile``: the ``loop`` part's Lightning steps under ``torch.profiler``: per timed step, the wall and host
   milliseconds, the device-to-host reads (``aten::_local_scalar_dense``: ``.item()``, ``bool(tensor)``; on a GPU
   each waits for the queued work) and the stream synchronisations, and the operations that take the most host and
@@ -59,18 +61,21 @@ import pandas as pd
 import pytorch_lightning as pl
 import torch
 from hydra.utils import instantiate
+from pytorch_lightning.callbacks import ModelCheckpoint
+from pytorch_lightning.profilers import PassThroughProfiler, Profiler
 from torch.utils.flop_counter import FlopCounterMode
 
 from fairnas.config import compose_config
+from fairnas.overhead_report import OVERHEAD_GOAL_MS
 from fairnas.search import load_space
 from fairnas.search.parallel import with_threads
 from fairnas.training.build import build_embedder, instantiate_partial
 from fairnas.training.module import FaceRecognitionModule
+from fairnas.training.profiler import trainer_profiler
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 NUM_CLASSES = 100
 LOOP_GOAL = 0.95
-OVERHEAD_GOAL_MS = 0.3  # Lightning's host time per step over the bare loop's, near-zero model on the CPU
 
 
 @dataclass(frozen=True)
@@ -137,8 +142,16 @@ class StepTimer(pl.Callback):
             self.end = time.perf_counter()
 
 
-def fit_steps(module: FaceRecognitionModule, batches: list[dict], setting: Setting, callback: pl.Callback) -> None:
-    """Lightning fits ``module`` on ``batches``, one step each, with nothing else (no validation, logger, bar)."""
+def fit_steps(
+    module: FaceRecognitionModule,
+    batches: list[dict],
+    setting: Setting,
+    callback: pl.Callback,
+    profiler: Profiler | None = None,
+    callbacks: tuple[pl.Callback, ...] = (),
+) -> None:
+    """Lightning fits ``module`` on ``batches``, one step each, with nothing else (no validation, logger, bar) but
+    ``callbacks`` after ``callback``, and the profiler ``train.py`` gives unless ``profiler`` is another."""
     trainer = pl.Trainer(
         accelerator="gpu" if setting.device.startswith("cuda") else "cpu",
         devices=1,
@@ -147,10 +160,11 @@ def fit_steps(module: FaceRecognitionModule, batches: list[dict], setting: Setti
         limit_val_batches=0,
         num_sanity_val_steps=0,
         logger=False,
-        enable_checkpointing=False,
+        enable_checkpointing=any(isinstance(extra, ModelCheckpoint) for extra in callbacks),
         enable_progress_bar=False,
         enable_model_summary=False,
-        callbacks=[callback],
+        callbacks=[callback, *callbacks],
+        profiler=profiler or trainer_profiler(None),
     )
     trainer.fit(module, train_dataloaders=torch.utils.data.DataLoader(batches, batch_size=None, shuffle=False))
 
@@ -308,6 +322,8 @@ def overhead_group(code) -> str | None:
         return OVERHEAD_GROUPS[1] if name in ("training_step", "_log_step") else OVERHEAD_GROUPS[2]
     if path == __file__ and name.startswith("on_train_batch"):  # the benchmark's own timer
         return "callbacks"
+    if path.endswith(f"fairnas{os.sep}training{os.sep}rng.py"):  # train.py's batch seeding
+        return "callbacks"
     if _PL not in path and "lightning_fabric" not in path:
         return None
     if "logger_connector" in path or (path.endswith(f"core{os.sep}module.py") and "log" in name.lower()):
@@ -430,14 +446,47 @@ def with_same_weights(module: FaceRecognitionModule, variant: type[FaceRecogniti
     )
 
 
+@dataclass(frozen=True)
+class OverheadWay:
+    """How the ``overhead`` part runs Lightning's steps: the module's class, the trainer's profiler (None: the one
+    ``train.py`` gives, :class:`fairnas.training.profiler.NoProfiler`) and whether the callbacks every ``train.py``
+    run has (its two checkpoints and batch seeding, ``conf/callbacks/default.yaml``) are added."""
+
+    module: type[FaceRecognitionModule] = FaceRecognitionModule
+    profiler: type[Profiler] | None = None
+    run_callbacks: bool = False
+
+
+OVERHEAD_WAYS = {
+    "Lightning": OverheadWay(),
+    "Lightning, its pass-through profiler": OverheadWay(profiler=PassThroughProfiler),
+    "Lightning, train.py's callbacks": OverheadWay(run_callbacks=True),
+    "Lightning, every step logged": OverheadWay(module=EveryStepLogging),
+    "Lightning, as before": OverheadWay(module=AsBefore, profiler=PassThroughProfiler),
+}
+"""The ``overhead`` part's Lightning ways: each differs from the first in one thing, except the module, logging and
+profiler of before 2026-11-28 together."""
+TRACED_WAYS = ("Lightning", "Lightning, train.py's callbacks", "Lightning, as before")
+
+
 def overhead_modules(setting: Setting, width: int) -> dict[str, FaceRecognitionModule]:
-    """The module, the module logging every step, and the module as before 2026-11-28, around the near-zero
-    embedder, all from the same weights."""
+    """Each of :data:`OVERHEAD_WAYS`' modules around the near-zero embedder, all from the same weights."""
     torch.manual_seed(0)
     overrides = [f"embedding_dim={width}", "channels_last=false"]
     module = build_module(overrides, tiny_embedder(setting.image_size, width)).to(setting.device)
-    variants = {"Lightning, every step logged": EveryStepLogging, "Lightning, as before": AsBefore}
-    return {"Lightning": module} | {way: with_same_weights(module, variant) for way, variant in variants.items()}
+    return {way: with_same_weights(module, spec.module) for way, spec in OVERHEAD_WAYS.items()}
+
+
+def run_callbacks(folder: str) -> tuple[pl.Callback, ...]:
+    """The callbacks ``train.py`` gives every run (``conf/callbacks/default.yaml``), writing under ``folder``."""
+    cfg = compose_config("train", ["logger=none"], output_dir=folder)
+    return tuple(instantiate(node) for node in cfg.callbacks.values())
+
+
+def fit_way(way: str, module, batches: list[dict], setting: Setting, callback: pl.Callback, folder: str) -> None:
+    spec = OVERHEAD_WAYS[way]
+    profiler = spec.profiler() if spec.profiler else None
+    fit_steps(module, batches, setting, callback, profiler, run_callbacks(folder) if spec.run_callbacks else ())
 
 
 def ms_per_step(seconds: float, setting: Setting) -> float:
@@ -445,42 +494,43 @@ def ms_per_step(seconds: float, setting: Setting) -> float:
 
 
 def host_overhead(setting: Setting, repeats: int, width: int = 16) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """ms/step of the bare loop, of Lightning with the module as it is, logging every step, and as before, in
-    ``repeats`` rounds whose order rotates (median, min, max, and the median over the bare loop's); then one traced
-    run of each Lightning way: its host time by group, each group's share scaled to the way's measured median ms/step;
-    and the functions with the most traced time of their own outside the model's work (the module as it is)."""
+    """ms/step of the bare loop and of each of :data:`OVERHEAD_WAYS`, in ``repeats`` rounds whose order rotates
+    (median, min, max, and the median over the bare loop's); then one traced run of each of :data:`TRACED_WAYS`: its
+    host time by group, each group's share scaled to the way's measured median ms/step; and the functions with the
+    most traced time of their own outside the model's work (the first way)."""
     batches = random_batches(setting, setting.warmup + setting.steps)
-    ways = ["bare PyTorch", "Lightning", "Lightning, every step logged", "Lightning, as before"]
+    ways = ["bare PyTorch", *OVERHEAD_WAYS]
     rows = []
-    for repeat in range(repeats):
-        order = ways[repeat % len(ways) :] + ways[: repeat % len(ways)]
-        modules = overhead_modules(setting, width)
-        for way in order:
-            if way == "bare PyTorch":
-                bare = copy.deepcopy(modules["Lightning"]).train()
-                optimizer = bare.optimizer_factory(params=bare.parameters())
-                rate = train_steps(bare.embedder, bare.head, bare.loss, optimizer, batches, setting).images_per_s
-                seconds = setting.batch_size * setting.steps / rate
-            else:
-                timer = StepTimer(setting.warmup, setting.device)
-                fit_steps(modules[way], batches, setting, timer)
-                seconds = timer.end - timer.start
-            rows.append({"repeat": repeat, "way": way, "ms/step": ms_per_step(seconds, setting)})
-    runs = pd.DataFrame(rows)
-    summary = runs.groupby("way", sort=False)["ms/step"].agg(["median", "min", "max"]).reindex(ways)
-    bare = summary.loc["bare PyTorch", "median"]
-    summary["over bare"] = summary["median"] - bare
-    summary = summary.reset_index().rename(columns={"median": "ms/step", "min": "min", "max": "max"})
+    with tempfile.TemporaryDirectory() as folder:
+        for repeat in range(repeats):
+            order = ways[repeat % len(ways) :] + ways[: repeat % len(ways)]
+            modules = overhead_modules(setting, width)
+            for way in order:
+                if way == "bare PyTorch":
+                    bare = copy.deepcopy(modules["Lightning"]).train()
+                    optimizer = bare.optimizer_factory(params=bare.parameters())
+                    rate = train_steps(bare.embedder, bare.head, bare.loss, optimizer, batches, setting).images_per_s
+                    seconds = setting.batch_size * setting.steps / rate
+                else:
+                    timer = StepTimer(setting.warmup, setting.device)
+                    fit_way(way, modules[way], batches, setting, timer, folder)
+                    seconds = timer.end - timer.start
+                rows.append({"repeat": repeat, "way": way, "ms/step": ms_per_step(seconds, setting)})
+        runs = pd.DataFrame(rows)
+        summary = runs.groupby("way", sort=False)["ms/step"].agg(["median", "min", "max"]).reindex(ways)
+        bare = summary.loc["bare PyTorch", "median"]
+        summary["over bare"] = summary["median"] - bare
+        summary = summary.reset_index().rename(columns={"median": "ms/step", "min": "min", "max": "max"})
 
-    columns, top = {}, None
-    for way in ("Lightning", "Lightning, as before"):
-        tracer = GroupTracer(setting.warmup)
-        fit_steps(overhead_modules(setting, width)[way], batches, setting, tracer)
-        traced = pd.Series(tracer.seconds) * 1e3 / setting.steps
-        measured = summary.loc[summary["way"] == way, "ms/step"].iloc[0]
-        columns[f"{way}: share"] = traced / traced.sum()
-        columns[f"{way}: ms/step"] = traced / traced.sum() * measured
-        top = tracer.top_functions(setting.steps) if top is None else top
+        columns, top = {}, None
+        for way in TRACED_WAYS:
+            tracer = GroupTracer(setting.warmup)
+            fit_way(way, overhead_modules(setting, width)[way], batches, setting, tracer, folder)
+            traced = pd.Series(tracer.seconds) * 1e3 / setting.steps
+            measured = summary.loc[summary["way"] == way, "ms/step"].iloc[0]
+            columns[f"{way}: share"] = traced / traced.sum()
+            columns[f"{way}: ms/step"] = traced / traced.sum() * measured
+            top = tracer.top_functions(setting.steps) if top is None else top
     breakdown = pd.DataFrame(columns).rename_axis("group").reset_index()
     return summary, breakdown, top
 

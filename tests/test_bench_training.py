@@ -110,7 +110,7 @@ def test_the_overhead_part_times_bare_and_lightning_steps_and_breaks_lightnings_
     options = ["--overhead-steps", "3", "--overhead-repeats", "1", "--output-dir", str(tmp_path)]
     tables = training_speed.main(["--parts", "overhead", *options])
     summary, breakdown = tables["overhead"], tables["overhead_breakdown"]
-    assert list(summary["way"]) == ["bare PyTorch", "Lightning", "Lightning, every step logged", "Lightning, as before"]
+    assert list(summary["way"]) == ["bare PyTorch", *training_speed.OVERHEAD_WAYS]
     assert (summary["ms/step"] > 0).all() and summary["over bare"].iloc[0] == 0
     assert list(breakdown["group"]) == list(training_speed.OVERHEAD_GROUPS)
     assert breakdown["Lightning: share"].sum() == pytest.approx(1.0)

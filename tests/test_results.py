@@ -72,6 +72,24 @@ def test_the_gpu_table_judges_each_goal_and_says_what_was_not_measured(tmp_path)
     )
 
 
+@pytest.mark.parametrize(("lightning", "verdict"), [(0.55, "**met** (0.250)"), (0.65, "**not met** (0.350)")])
+def test_the_overhead_table_judges_lightnings_excess_over_the_bare_loop(tmp_path, lightning, verdict):
+    from fairnas.overhead_report import training_overhead_table
+
+    manifest = {"commands": ["python bench/training_speed.py --parts overhead"], "commit": "abc1234"}
+    (tmp_path / "manifest.json").write_text(json.dumps({**manifest, "finished": "today", "machine": "2 cores"}))
+    summary = {"way": ["bare PyTorch", "Lightning"], "ms/step": [0.3, lightning], "min": [0.29, 0.5]}
+    summary |= {"max": [0.31, 0.7], "over bare": [0.0, lightning - 0.3]}
+    pd.DataFrame(summary).to_csv(tmp_path / "overhead.csv", index=False)
+    breakdown = {"group": ["logging", "other"], "Lightning: share": [1.0, 0.0], "Lightning: ms/step": [0.5, 0.0]}
+    pd.DataFrame(breakdown).to_csv(tmp_path / "overhead_breakdown.csv", index=False)
+    table = training_overhead_table(tmp_path)
+    assert "at commit abc1234 (today; 2 cores)" in table
+    assert f"| Lightning | {lightning:.3f} | 0.500–0.700 | {lightning - 0.3:.3f} |" in table
+    assert f"Goal: Lightning at most 0.3 ms/step over the bare loop: {verdict}." in table
+    assert "| group | Lightning |" in table and "| logging | 0.500 |" in table and "| other |" not in table
+
+
 def test_the_strategy_table_is_the_mean_and_standard_error_of_the_runs(tmp_path, monkeypatch):
     folder = tmp_path / "results" / "search_efficiency"
     folder.mkdir(parents=True)

@@ -16,6 +16,8 @@ from bench.training_speed import EveryStepLogging, with_same_weights
 from fairnas.models import CosFaceHead
 from fairnas.training import module as training_module
 from fairnas.training.module import FaceRecognitionModule
+from fairnas.training.profiler import NoProfiler, trainer_profiler
+from fairnas.training.settings import check_training_settings
 
 STEPS = 20
 LOG_EVERY = 5
@@ -25,6 +27,15 @@ HOOKS_PER_STEP = 24
 the trainer's profiler; the once-a-fit hooks left out): measured 24. A new per-step hook of fairnas (or a Lightning
 upgrade) raises it: each costs several microseconds of host time a step (``python bench/training_speed.py --parts
 overhead``); restate the number here when one is meant."""
+
+OPERATORS_OVER_BARE = 20.5
+"""ATen operators a Lightning step of this module calls beyond the bare loop's, on average over STEPS steps with a
+logging step every LOG_EVERY and a finite check every 5 (:func:`operator_calls`; on a GPU each is a kernel launch or
+a view): measured 20.5 (Lightning 2.6). Most are Lightning's: ``to`` for each batch tensor (6.3 a step), ``detach``
+of the loss and of the logged values it keeps (5.4), the closure's division and copy of the loss (2 ``div``, 2
+``clone``). fairnas's step adds its finite flag (``isfinite``, ``&``: 1.8); ``sum`` of the loss terms (``0 + loss``)
+and a ``detach`` before ``isfinite`` were two more until 2026-11-29. A new per-step operator raises it; restate
+the number when one is meant."""
 
 
 def tiny_module() -> FaceRecognitionModule:
@@ -65,12 +76,36 @@ class HookCounter(PassThroughProfiler):
             self.actions[action_name] += 1
 
 
+def operator_calls(profiler: torch.profiler.profile) -> collections.Counter:
+    """The ATen operators called from outside another operator (from Python: on a GPU, each launches its kernels or
+    is a view) in a profiler's window, by name."""
+    return collections.Counter(
+        event.name
+        for event in profiler.events()
+        if event.name.startswith("aten::") and not (event.cpu_parent and event.cpu_parent.name.startswith("aten::"))
+    )
+
+
+def bare_loop_operator_calls(module: FaceRecognitionModule, data: list[dict]) -> collections.Counter:
+    """:func:`operator_calls` of the bare loop (forward, loss, zero_grad, backward, step) over ``data``."""
+    optimizer = module.optimizer_factory(module.parameters())
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+        for batch in data:
+            output = module.head(module.embedder(batch["image"]), batch["label"])
+            loss = module.loss(output.logits, batch["label"])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+    return operator_calls(profiler)
+
+
 class StepWindow(pl.Callback):
-    """The device-to-host reads (``aten::_local_scalar_dense``: ``.item()``, ``bool(tensor)``, ``.tolist()``) from
-    the first training step to the end of training, its epoch-end check included, and the hooks called meanwhile."""
+    """The device-to-host reads (``aten::_local_scalar_dense``: ``.item()``, ``bool(tensor)``, ``.tolist()``) and the
+    operators called (:func:`operator_calls`) from the first training step to the end of training, its epoch-end
+    check included, and the hooks called meanwhile."""
 
     def __init__(self, hooks: HookCounter):
-        self.hooks, self.reads = hooks, None
+        self.hooks, self.reads, self.operators = hooks, None, None
         self.profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
 
     def on_train_start(self, trainer, pl_module):
@@ -80,6 +115,7 @@ class StepWindow(pl.Callback):
     def on_train_end(self, trainer, pl_module):
         self.hooks.counting = False
         self.profiler.__exit__(None, None, None)
+        self.operators = operator_calls(self.profiler)
         self.reads = sum(event.name == "aten::_local_scalar_dense" for event in self.profiler.events())
 
 
@@ -118,7 +154,7 @@ def fit(module: FaceRecognitionModule, callbacks: list, **options) -> pl.Trainer
 
 @pytest.fixture(scope="module")
 def counted(tmp_path_factory):
-    """One fit of STEPS steps with every count: reads, self.log calls, hooks, and what the logger got."""
+    """One fit of STEPS steps with every count: reads, self.log calls, hooks, what the logger got, operators."""
     logged: collections.Counter = collections.Counter()
     log = FaceRecognitionModule.log
 
@@ -132,7 +168,7 @@ def counted(tmp_path_factory):
         patch.setattr(training_module, "FINITE_CHECK_EVERY", 5)
         patch.setattr(FaceRecognitionModule, "log", counting_log)
         fit(tiny_module(), [window], logger=recorder, profiler=hooks, default_root_dir=tmp_path_factory.mktemp("fit"))
-    return window.reads, logged, hooks.actions, recorder
+    return window.reads, logged, hooks.actions, recorder, window.operators
 
 
 @pytest.mark.filterwarnings("ignore")
@@ -145,9 +181,15 @@ def test_a_training_step_reads_back_only_the_periodic_finite_check(counted):
     assert reads <= allowed, f"{reads} device-to-host reads in {STEPS} steps (allowed: {allowed})"
 
 
+def test_a_training_step_calls_a_stated_number_of_operators_beyond_the_bare_loops(counted):
+    *_, operators = counted
+    extra = (sum(operators.values()) - sum(bare_loop_operator_calls(tiny_module(), batches()).values())) / STEPS
+    assert extra <= OPERATORS_OVER_BARE, f"{extra} more operators per step than the bare loop: {dict(operators)}"
+
+
 @pytest.mark.filterwarnings("ignore")
 def test_a_training_step_logs_only_in_the_steps_the_loggers_get_and_calls_a_stated_number_of_hooks(counted):
-    _, logged, hooks, recorder = counted
+    _, logged, hooks, recorder, _ = counted
     logging_steps = math.ceil(STEPS / LOG_EVERY)
     assert dict(logged) == {"train/loss": logging_steps, "train/classification": logging_steps}
     assert sum(logged.values()) <= logging_steps * (1 + TERMS)
@@ -180,3 +222,34 @@ def test_the_loggers_get_the_same_losses_as_when_every_step_was_logged(tmp_path,
     assert {"train/loss", "train/classification"} <= set(now.calls[0][1])
     for a, b in zip(module.parameters(), before.parameters(), strict=True):
         assert torch.equal(a, b)  # the same training, to the bit
+
+
+class ProfilerProbe(pl.Callback):
+    """Keeps the profiler of the trainer that fits the module (``+callbacks.probe._target_=...`` adds it)."""
+
+    seen: list = []
+
+    def on_fit_start(self, trainer, pl_module):
+        ProfilerProbe.seen.append(trainer.profiler)
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_train_py_profiles_nothing_and_builds_no_context_manager_per_hook(tiny_config, tmp_path):
+    from fairnas.training.run import train
+
+    ProfilerProbe.seen.clear()
+    probe = f"+callbacks.probe._target_={ProfilerProbe.__module__}.ProfilerProbe"
+    train(tiny_config("logger=none", "trainer.max_epochs=1", "eval.test=false", probe))
+    (profiler,) = ProfilerProbe.seen
+    assert isinstance(profiler, NoProfiler)
+    # the same no-op context manager for every hook: Lightning's own pass-through profiler builds one per hook call
+    assert profiler.profile("[LightningModule]x.training_step") is profiler.profile("[Callback]y.on_train_batch_end")
+    assert trainer_profiler("simple") == "simple"  # trainer.profiler=simple: Lightning's SimpleProfiler
+
+
+def test_a_profiler_lightning_does_not_name_is_refused_in_one_line(tiny_config):
+    with pytest.raises(ValueError) as refused:
+        check_training_settings(tiny_config("trainer.profiler=fast"))
+    assert str(refused.value) == (
+        "trainer.profiler='fast' must be null (none) or one of ['simple', 'advanced', 'pytorch', 'xla']"
+    )

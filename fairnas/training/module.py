@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from collections.abc import Callable, Mapping, Sequence
 
 import pytorch_lightning as pl
@@ -96,8 +98,8 @@ class FaceRecognitionModule(pl.LightningModule):
             terms[name] = regularizer.weight * regularizer(
                 batch=batch, embeddings=embeddings, logits=output.logits, module=self
             )
-        loss = sum(terms.values())
-        finite = torch.isfinite(loss.detach())  # kept on the device: reading it here would wait for the GPU
+        loss = functools.reduce(operator.add, terms.values())  # not sum(): its 0 + tensor is one more operator a step
+        finite = torch.isfinite(loss)  # kept on the device: reading it here would wait for the GPU (no grad: a bool)
         self._loss_finite = finite if self._loss_finite is None else self._loss_finite & finite
         self._unchecked_batches += 1
         if self._should_log_step():

@@ -27,6 +27,7 @@ from fairnas.reporting import Report
 from fairnas.run_lock import locks_output_dir
 from fairnas.training.build import CHECKPOINT_DIR, LAST_CHECKPOINT, build_model, read_checkpoint
 from fairnas.training.epoch_test import TestEveryEpoch
+from fairnas.training.profiler import trainer_profiler
 from fairnas.training.settings import supported_precision
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,7 @@ def train(cfg: DictConfig) -> dict:
         trainer: pl.Trainer = instantiate(
             cfg.trainer,
             precision=supported_precision(cfg.trainer.precision),
+            profiler=trainer_profiler(cfg.trainer.get("profiler")),
             logger=report.loggers or False,
             callbacks=callbacks,
             default_root_dir=str(output_dir),

@@ -8,12 +8,14 @@ from omegaconf import DictConfig
 from torch import nn
 
 from fairnas.reporting import check_loggers
+from fairnas.training.profiler import LIGHTNING_PROFILERS
 from fairnas.validation import Settings
 
 
 def check_training_settings(cfg: DictConfig) -> None:
     """Epochs and batch sizes are positive integers; a learning rate is a positive number; ``channels_last`` and
-    ``compile`` are booleans; a GPU accelerator needs a GPU; every logger's package is installed."""
+    ``compile`` are booleans; a profiler is null, one Lightning names or a ``_target_`` config; a GPU accelerator
+    needs a GPU; every logger's package is installed."""
     settings = Settings()
     settings.integer("trainer.max_epochs", cfg.trainer.get("max_epochs"), minimum=1)
     settings.integer("data.batch_size", cfg.data.get("batch_size"), minimum=1)
@@ -21,6 +23,9 @@ def check_training_settings(cfg: DictConfig) -> None:
     settings.positive("optimizer.lr", cfg.optimizer.get("lr"))
     for key in ("channels_last", "compile"):
         settings.boolean(key, cfg.get(key, False))
+    profiler = cfg.trainer.get("profiler")
+    if profiler is not None and not isinstance(profiler, DictConfig) and profiler not in LIGHTNING_PROFILERS:
+        settings.fail("trainer.profiler", profiler, f"null (none) or one of {list(LIGHTNING_PROFILERS)}")
     accelerator = cfg.trainer.get("accelerator")
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         raise ValueError(
