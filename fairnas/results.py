@@ -35,6 +35,7 @@ import pandas as pd
 from fairnas.gpu_check_report import gpu_check_table
 from fairnas.groups import mean_se
 from fairnas.io import write_csv_atomic, write_json_atomic, write_text_atomic
+from fairnas.overhead_report import training_overhead_table
 from fairnas.search.strategies import REGISTRY
 from fairnas.study.claims import EXPLORATORY, HOLDS, PRIMARY
 from fairnas.study.inference import ZERO_VARIANCE, min_seeds
@@ -356,6 +357,7 @@ TABLES: Tables = {
 """README block name -> (its results folder, relative to the repository; the function that renders it)."""
 DOC_TABLES: dict[str, Tables] = {
     "docs/scale.md": {"gpu_check": ("results/gpu_check", gpu_check_table)},
+    "docs/benchmarks.md": {"training_overhead": ("results/training_overhead", training_overhead_table)},
     "docs/search_strategies.md": {
         "default_comparison": ("results/search_default_comparison", comparison_table),
         "default_table_check": ("results/search_default_table", comparison_table),
