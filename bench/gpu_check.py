@@ -18,7 +18,8 @@ Checks, each a subprocess of the documented command (a failing one is recorded a
   >= 0.95x), and the paper's DPN and dpn68 in fp32, bf16 and channels_last, with each one's model FLOP
   utilisation: images/s x training FLOPs per image / the GPU's dense peak for that precision (bf16 tensor cores;
   fp32 runs count against the TF32 peak, as cuDNN convolutions use TF32 by default). Goals: the paper's DPN at
-  >= 14,000 img/s in bf16, and bf16 faster than fp32 on dpn68;
+  >= 14,000 img/s in bf16, and bf16 faster than fp32 on dpn68. Also one optimizer step alone, for-loop, foreach
+  and fused, for SGD and AdamW (``--parts optimizer``: whether ``optimizer.fused`` pays for SGD on the GPU);
 - ``profile``: the Lightning loop's steps (tiny DPN, 112 px, bf16, batch 256) under ``torch.profiler``: wall, host
   and device milliseconds per step, device-to-host reads and stream synchronisations per step, and the operations
   that take the most host time;
@@ -163,8 +164,9 @@ def training_speed(folder: Path, parts: str, options: list[str]) -> None:
 
 def throughput(out: Path, peaks: tuple[float, float] | None) -> dict[str, Any]:
     folder = out / "throughput"
-    training_speed(folder, "loop,models", ["--channels-last"])
-    return throughput_summary(pd.read_csv(folder / "loop.csv"), pd.read_csv(folder / "models.csv"), peaks)
+    training_speed(folder, "loop,models,optimizer", ["--channels-last"])
+    summary = throughput_summary(pd.read_csv(folder / "loop.csv"), pd.read_csv(folder / "models.csv"), peaks)
+    return {**summary, "optimizer": pd.read_csv(folder / "optimizer.csv").to_dict("records")}
 
 
 def profile(out: Path) -> dict[str, Any]:

@@ -31,6 +31,9 @@ Two parts, both on pre-built random batches (data loading is excluded; ``bench/d
   milliseconds, the device-to-host reads (``aten::_local_scalar_dense``: ``.item()``, ``bool(tensor)``; on a GPU
   each waits for the queued work) and the stream synchronisations, and the operations that take the most host and
   device time (``profile.csv``).
+- ``optimizer``: one ``optimizer.step()`` alone on the parameters of the default DPN, the paper's DPN and timm's
+  ``resnet18``, for SGD and AdamW as ``conf/optimizer`` configures them, with the for-loop, foreach and fused
+  update (``optimizer.fused``, ``optimizer.foreach``): ms per step and the speed-up over the for-loop.
 - ``showcase``: the models of the showcase study (``python study.py experiment=showcase``: the default and a
   searched DPN, ``timm_zoo_small.yaml``'s architectures) on the ``experiment=showcase`` preset at 32 px (AdamW),
   trained in PyTorch's default NCHW memory format with AdamW's for-loop update, then with ``channels_last``, then
@@ -61,6 +64,7 @@ import pandas as pd
 import pytorch_lightning as pl
 import torch
 from hydra.utils import instantiate
+from omegaconf import DictConfig
 from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.profilers import PassThroughProfiler, Profiler
 from torch.utils.flop_counter import FlopCounterMode
@@ -88,11 +92,16 @@ class Setting:
     bf16: bool = False  # the loop comparison under bf16 autocast (Lightning: precision bf16-mixed)
 
 
+def training_config(overrides: list[str]) -> DictConfig:
+    """The ``train.py`` config with ``overrides`` (a constant learning rate, no logger)."""
+    with tempfile.TemporaryDirectory() as folder:
+        return compose_config("train", ["scheduler=constant", "logger=none", *overrides], output_dir=folder)
+
+
 def build_module(overrides: list[str], embedder: torch.nn.Module | None = None) -> FaceRecognitionModule:
     """The training module a ``train.py`` config with ``overrides`` builds, without its data (NUM_CLASSES classes);
     ``embedder`` replaces the configured backbone and neck (its output width must be ``embedding_dim``)."""
-    with tempfile.TemporaryDirectory() as folder:
-        cfg = compose_config("train", ["scheduler=constant", "logger=none", *overrides], output_dir=folder)
+    cfg = training_config(overrides)
     head = instantiate_partial(cfg.head, "head")(embedding_dim=cfg.embedding_dim, num_classes=NUM_CLASSES)
     return FaceRecognitionModule(
         embedder=build_embedder(cfg) if embedder is None else embedder,
@@ -632,6 +641,52 @@ def compile_payback(models: pd.DataFrame, batch_size: int) -> pd.DataFrame:
     )
 
 
+OPTIMIZER_MODELS = {
+    "default DPN (train.py)": [],
+    PAPER_DPN: ["backbone.preset=paper"],
+    "timm resnet18": ["backbone=timm", "backbone.name=resnet18"],
+}
+OPTIMIZER_IMPLEMENTATIONS = {
+    "for-loop": ("++optimizer.fused=false", "++optimizer.foreach=false"),
+    "foreach": ("++optimizer.fused=false", "++optimizer.foreach=true"),
+    "fused": ("++optimizer.fused=true", "++optimizer.foreach=false"),
+}
+"""The three implementations of a ``torch.optim`` update, as overrides of a training config's ``optimizer``."""
+
+
+def compare_optimizer_steps(setting: Setting, optimizers: list[str], repeats: int = 5) -> pd.DataFrame:
+    """ms per ``optimizer.step()`` alone (the best of ``repeats`` rounds of ``setting.steps`` steps, on random
+    gradients) of each of ``optimizers`` (``conf/optimizer`` names) on each of :data:`OPTIMIZER_MODELS`' parameters,
+    for-loop, foreach and fused, and each one's speed-up over the for-loop."""
+    rows = []
+    for model, overrides in OPTIMIZER_MODELS.items():
+        torch.manual_seed(0)
+        parameters = list(build_module(overrides).to(setting.device).parameters())
+        for parameter in parameters:
+            parameter.grad = torch.randn_like(parameter)
+        for optimizer in optimizers:
+            for implementation, options in OPTIMIZER_IMPLEMENTATIONS.items():
+                cfg = training_config([f"optimizer={optimizer}", *options])
+                step = instantiate_partial(cfg.optimizer, "optimizer")(parameters).step
+                step()  # the state (momentum buffers) is created in the first step
+                seconds = []
+                for _ in range(repeats):
+                    synchronize(setting.device)
+                    start = time.perf_counter()
+                    for _ in range(setting.steps):
+                        step()
+                    synchronize(setting.device)
+                    seconds.append((time.perf_counter() - start) / setting.steps)
+                rows.append(
+                    {"model": model, "optimizer": optimizer, "update": implementation, "ms/step": min(seconds) * 1e3}
+                )
+    table = pd.DataFrame(rows)
+    loop = table[table["update"] == "for-loop"].set_index(["model", "optimizer"])["ms/step"]
+    pairs = pd.MultiIndex.from_frame(table[["model", "optimizer"]])
+    table["speed-up over for-loop"] = loop.reindex(pairs).to_numpy() / table["ms/step"].to_numpy()
+    return table
+
+
 NCHW, NHWC = ("channels_last=false",), ("channels_last=true",)
 
 
@@ -662,7 +717,7 @@ def header(device: str) -> str:
 def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
-    parts_help = "comma-separated: loop, models, compile, overhead, profile, showcase"
+    parts_help = "comma-separated: loop, models, compile, overhead, profile, optimizer, showcase"
     parser.add_argument("--parts", default="loop,models", help=parts_help)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--loop-image-size", type=int, default=64, help="image size of the loop comparison")
@@ -728,6 +783,13 @@ def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
             f"\nThe paper's DPN compiled, in the default GPU set-up (bf16, channels_last), {setting.image_size} px, "
             f"batch {setting.batch_size}:\n{tables['compile'].to_string(index=False, float_format='{:.3f}'.format)}\n"
             f"{tables['compile_payback'].to_string(index=False, float_format='{:.2f}'.format)}"
+        )
+    if "optimizer" in parts:
+        setting = Setting(args.device, args.batch_size, args.model_image_size, args.steps, args.warmup)
+        tables["optimizer"] = compare_optimizer_steps(setting, ["sgd", "adamw"])
+        print(
+            f"\nOne optimizer step alone, ms (best of 5 rounds of {setting.steps} steps):\n"
+            f"{tables['optimizer'].to_string(index=False, float_format='{:.3f}'.format)}"
         )
     if "showcase" in parts:
         setting = Setting(args.device, args.batch_size, 32, args.steps, args.warmup)

@@ -8,9 +8,11 @@ import subprocess
 
 import pandas as pd
 import pytest
+import torch
 
 from bench import gpu_check, training_speed
 from fairnas.config import compose_config
+from fairnas.training.build import instantiate_partial
 
 
 @pytest.mark.integration
@@ -148,3 +150,18 @@ def test_the_compile_part_times_the_paper_dpn_eager_and_compiled_in_the_gpu_set_
     assert (times["model"] == training_speed.PAPER_DPN).all() and (times["warm-up s"] > 0).all()
     assert set(tables["compile_payback"].columns) == {"model", "speed-up", "compile s", "break-even steps"}
     assert (tmp_path / "compile_payback.csv").is_file()
+
+
+def test_the_optimizer_part_times_the_for_loop_foreach_and_fused_update_of_each_optimizer(monkeypatch):
+    monkeypatch.setattr(training_speed, "OPTIMIZER_MODELS", {"default DPN (train.py)": []})
+    setting = training_speed.Setting("cpu", batch_size=2, image_size=32, steps=2, warmup=0)
+    table = training_speed.compare_optimizer_steps(setting, ["sgd", "adamw"], repeats=1)
+    assert list(table["update"]) == list(training_speed.OPTIMIZER_IMPLEMENTATIONS) * 2
+    assert (table["ms/step"] > 0).all()
+    assert (table.loc[table["update"] == "for-loop", "speed-up over for-loop"] == 1).all()
+    parameters = [torch.nn.Parameter(torch.zeros(2))]
+    for implementation, options in training_speed.OPTIMIZER_IMPLEMENTATIONS.items():  # each is what it says
+        cfg = training_speed.training_config(["optimizer=sgd", *options])
+        defaults = instantiate_partial(cfg.optimizer, "optimizer")(parameters).defaults
+        expected = (implementation == "fused", implementation == "foreach")
+        assert (bool(defaults["fused"]), bool(defaults["foreach"])) == expected
