@@ -493,6 +493,8 @@ def run_callbacks(folder: str) -> tuple[pl.Callback, ...]:
 
 
 def fit_way(way: str, module, batches: list[dict], setting: Setting, callback: pl.Callback, folder: str) -> None:
+    """:func:`fit_steps` the way ``OVERHEAD_WAYS[way]`` says (its profiler; ``train.py``'s callbacks under
+    ``folder``)."""
     spec = OVERHEAD_WAYS[way]
     profiler = spec.profiler() if spec.profiler else None
     fit_steps(module, batches, setting, callback, profiler, run_callbacks(folder) if spec.run_callbacks else ())
