@@ -281,3 +281,39 @@ def test_a_compiled_embedder_trains_and_keeps_the_checkpoint_keys(tiny_config, t
     metrics = train(tiny_config("logger=none", "compile=true", output_dir=tmp_path / "compiled"))
     saved = torch.load(tmp_path / "compiled" / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
     assert set(saved) == set(eager.state_dict()) and 0 <= metrics["val"]["error"] <= 1
+
+
+class SetUpProbe(pl.Callback):
+    """What the first training step runs under, seen from inside it: autocast and the dtype of the embeddings and
+    of the head's logits (forward hooks), the embedder's memory format and the optimizer's settings."""
+
+    seen: dict = {}
+
+    def on_train_start(self, trainer, module):
+        def record(name):
+            def hook(_, inputs, output):
+                tensor = output if isinstance(output, torch.Tensor) else output.logits
+                autocast = torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")
+                SetUpProbe.seen.setdefault(name, (*autocast, tensor.dtype))
+
+            return hook
+
+        module.embedder.register_forward_hook(record("embedder"))
+        module.head.register_forward_hook(record("head"))
+        convolutions = [p for p in module.embedder.parameters() if p.ndim == 4]
+        SetUpProbe.seen["channels_last"] = all(p.is_contiguous(memory_format=torch.channels_last) for p in convolutions)
+        SetUpProbe.seen["optimizer"] = trainer.optimizers[0].defaults
+
+
+def test_the_gpu_set_up_composes_on_the_cpu(tiny_config, tmp_path):
+    # trainer=gpu's pieces (bf16 autocast, channels_last weights, the configured optimizer, float32 margins)
+    # together in one run, here on the CPU: what a GPU session measures for speed must train at all
+    SetUpProbe.seen.clear()
+    probe = f"+callbacks.probe._target_={SetUpProbe.__module__}.SetUpProbe"
+    overrides = ["trainer=gpu", "trainer.accelerator=cpu", "trainer.max_epochs=1", "eval.test=false", "logger=none"]
+    metrics = train(tiny_config(*overrides, "optimizer=adamw", probe, output_dir=tmp_path / "run"))
+    assert SetUpProbe.seen["embedder"] == (True, torch.bfloat16, torch.bfloat16)  # under autocast, in bf16
+    assert SetUpProbe.seen["head"] == (True, torch.bfloat16, torch.float32)  # margins in float32 regardless
+    assert SetUpProbe.seen["channels_last"] is True
+    assert SetUpProbe.seen["optimizer"]["fused"] is True  # AdamW's fused update (conf/optimizer/adamw.yaml)
+    assert 0 <= metrics["val"]["error"] <= 1 and metrics["epochs_trained"] == 1
