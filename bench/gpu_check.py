@@ -13,7 +13,9 @@ Checks, each a subprocess of the documented command (a failing one is recorded a
 - ``metrics``: the exact metric engine at N = 100,000 (D = 512) with a float32 and a bfloat16 product, each
   against its bound, the bare N x N x D product in that dtype, with a profile of where the rest of the time goes;
   then at 1M on a separable set, like a trained model's embeddings, where bfloat16 can pay
-  (``bench/metrics_speed.py``; goal: exact ranks at 1M in <= 8 s, the two precisions' ranks identical);
+  (``bench/metrics_speed.py``; goal: exact ranks at 1M in <= 8 s, the two precisions' ranks identical); then the
+  engine's per-identity maximum of one 1M-image block against two ways without atomics
+  (``bench/identity_max_speed.py``);
 - ``throughput``: ``bench/training_speed.py`` at 112 px, batch 256: Lightning against the bare loop in bf16 (goal
   >= 0.95x), and the paper's DPN and dpn68 in fp32, bf16 and channels_last, with each one's model FLOP
   utilisation: images/s x training FLOPs per image / the GPU's dense peak for that precision (bf16 tensor cores;
@@ -79,6 +81,9 @@ separable one at 1M, like a trained model's embeddings, where the goal is judged
 too many impostors near each genuine score for the bfloat16 product to pay) took 38-39 s with either precision on
 an H200 (``results/gpu_check/``) and about 100 s of the check; ``bench/metrics_speed.py --sizes 1000000`` still
 times it."""
+IDENTITY_MAX = ["--images", "1000000"]
+"""The metrics check's last step: the engine's per-identity maximum of one block at N = 1M against two ways without
+atomics (``bench/identity_max_speed.py``), for the reduction a GPU profile may blame."""
 SHARING_IMAGES = {"default": [], "paper_112px": ["data.table.image_size=112", "data.transforms.resize=120"]}
 
 
@@ -151,7 +156,10 @@ def metrics(out: Path) -> dict[str, Any]:
                 for precision in ("float32", "bfloat16")
             }
     identical = all(size["float32"]["rank"] == size["bfloat16"]["rank"] for size in found.values())
-    return {**found, "identical": identical, **goals}
+    reduction = out / "identity_max.csv"
+    command = [sys.executable, "bench/identity_max_speed.py", "--device", "cuda", *IDENTITY_MAX]
+    run([*command, "--output", str(reduction)], timeout=300)
+    return {**found, "identical": identical, **goals, "identity_max": pd.read_csv(reduction).to_dict("records")}
 
 
 def _bound(row: dict[str, Any], precision: str) -> dict[str, float]:

@@ -49,6 +49,10 @@ def test_a_separable_set_ranks_better_and_the_table_marks_untimed_bounds(row):
 def test_the_gpu_check_reads_both_precisions_and_their_bounds_on_both_sets(row, tmp_path, monkeypatch):
     def fake_run(command, timeout):
         path = Path(command[command.index("--output") + 1])
+        if command[1] == "bench/identity_max_speed.py":
+            assert command[command.index("--images") + 1] == "1000000"
+            pd.DataFrame({"way": ["index_reduce (the engine)"], "ms/block": [15.0], "equal": [True]}).to_csv(path)
+            return
         if "--noise-scale" in command:  # the separable set: engines only, at 1M
             rows = [{"n": 1_000_000, **{precision: row[precision] for precision in metrics_speed.PRECISIONS}}]
         else:  # the hard set at 100k only
@@ -65,6 +69,7 @@ def test_the_gpu_check_reads_both_precisions_and_their_bounds_on_both_sets(row, 
     fastest = min(row[precision]["seconds"] for precision in ("float32", "bfloat16"))
     assert found["goal_met_separable"] == (fastest <= GOALS["metrics_1m_seconds"])
     assert "goal_met_hard" not in found  # judged at 1M only
+    assert found["identity_max"][0]["way"] == "index_reduce (the engine)"
 
 
 def test_the_gpu_check_counts_trials_per_hour_for_each_share_and_names_the_best(tmp_path, monkeypatch):

@@ -184,7 +184,7 @@ def _block_candidates(
     if row_of_image is not None:
         scores = scores[row_of_image]
     scores[block, columns] = -torch.inf
-    closest_per_identity = _index_amax(scores, identity_codes, len(members.counts))
+    closest_per_identity = index_amax(scores, identity_codes, len(members.counts))
     own = identity_codes[block]
     fast_genuine = closest_per_identity.gather(0, own[None])[0]
     band = GenuineBand(scorer, members, rows, scores, probe_rows, own, fast_genuine)
@@ -206,7 +206,7 @@ def _distinct_rows(embeddings: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
     return distinct, row_of_image
 
 
-def _index_amax(values: torch.Tensor, row_groups: torch.Tensor, n_groups: int) -> torch.Tensor:
+def index_amax(values: torch.Tensor, row_groups: torch.Tensor, n_groups: int) -> torch.Tensor:
     """[n_groups, B] maximum of the rows of ``values`` [N, B] in each group (-inf for an empty group).
 
     index_reduce_ is several times faster than scatter_reduce_ with a broadcast index on CPU; torch still labels
