@@ -92,10 +92,13 @@ class Setting:
     bf16: bool = False  # the loop comparison under bf16 autocast (Lightning: precision bf16-mixed)
 
 
-def training_config(overrides: list[str]) -> DictConfig:
-    """The ``train.py`` config with ``overrides`` (a constant learning rate, no logger)."""
+def training_config(overrides: list[str], output_dir: str | None = None) -> DictConfig:
+    """The ``train.py`` config with ``overrides`` (a constant learning rate, no logger), writing under
+    ``output_dir`` (default: a folder removed at once, for configs that write nothing)."""
+    if output_dir is not None:
+        return compose_config("train", ["scheduler=constant", "logger=none", *overrides], output_dir=output_dir)
     with tempfile.TemporaryDirectory() as folder:
-        return compose_config("train", ["scheduler=constant", "logger=none", *overrides], output_dir=folder)
+        return training_config(overrides, folder)
 
 
 def build_module(overrides: list[str], embedder: torch.nn.Module | None = None) -> FaceRecognitionModule:
@@ -486,18 +489,15 @@ def overhead_modules(setting: Setting, width: int) -> dict[str, FaceRecognitionM
     return {way: with_same_weights(module, spec.module) for way, spec in OVERHEAD_WAYS.items()}
 
 
-def run_callbacks(folder: str) -> tuple[pl.Callback, ...]:
-    """The callbacks ``train.py`` gives every run (``conf/callbacks/default.yaml``), writing under ``folder``."""
-    cfg = compose_config("train", ["logger=none"], output_dir=folder)
-    return tuple(instantiate(node) for node in cfg.callbacks.values())
-
-
-def fit_way(way: str, module, batches: list[dict], setting: Setting, callback: pl.Callback, folder: str) -> None:
-    """:func:`fit_steps` the way ``OVERHEAD_WAYS[way]`` says (its profiler; ``train.py``'s callbacks under
-    ``folder``)."""
+def fit_way(
+    way: str, module, batches: list[dict], setting: Setting, callback: pl.Callback, run_callbacks: DictConfig
+) -> None:
+    """:func:`fit_steps` the way ``OVERHEAD_WAYS[way]`` says: its profiler, and new callbacks from
+    ``run_callbacks`` (the ``callbacks`` of a ``train.py`` config) when it has them."""
     spec = OVERHEAD_WAYS[way]
     profiler = spec.profiler() if spec.profiler else None
-    fit_steps(module, batches, setting, callback, profiler, run_callbacks(folder) if spec.run_callbacks else ())
+    callbacks = tuple(instantiate(node) for node in run_callbacks.values()) if spec.run_callbacks else ()
+    fit_steps(module, batches, setting, callback, profiler, callbacks)
 
 
 def ms_per_step(seconds: float, setting: Setting) -> float:
@@ -513,6 +513,7 @@ def host_overhead(setting: Setting, repeats: int, width: int = 16) -> tuple[pd.D
     ways = ["bare PyTorch", *OVERHEAD_WAYS]
     rows = []
     with tempfile.TemporaryDirectory() as folder:
+        run_callbacks = training_config([], folder).callbacks  # train.py's (conf/callbacks/default.yaml)
         for repeat in range(repeats):
             order = ways[repeat % len(ways) :] + ways[: repeat % len(ways)]
             modules = overhead_modules(setting, width)
@@ -524,7 +525,7 @@ def host_overhead(setting: Setting, repeats: int, width: int = 16) -> tuple[pd.D
                     seconds = setting.batch_size * setting.steps / rate
                 else:
                     timer = StepTimer(setting.warmup, setting.device)
-                    fit_way(way, modules[way], batches, setting, timer, folder)
+                    fit_way(way, modules[way], batches, setting, timer, run_callbacks)
                     seconds = timer.end - timer.start
                 rows.append({"repeat": repeat, "way": way, "ms/step": ms_per_step(seconds, setting)})
         runs = pd.DataFrame(rows)
@@ -536,7 +537,7 @@ def host_overhead(setting: Setting, repeats: int, width: int = 16) -> tuple[pd.D
         columns, top = {}, None
         for way in TRACED_WAYS:
             tracer = GroupTracer(setting.warmup)
-            fit_way(way, overhead_modules(setting, width)[way], batches, setting, tracer, folder)
+            fit_way(way, overhead_modules(setting, width)[way], batches, setting, tracer, run_callbacks)
             traced = pd.Series(tracer.seconds) * 1e3 / setting.steps
             measured = summary.loc[summary["way"] == way, "ms/step"].iloc[0]
             columns[f"{way}: share"] = traced / traced.sum()
@@ -660,28 +661,33 @@ def compare_optimizer_steps(setting: Setting, optimizers: list[str], repeats: in
     """ms per ``optimizer.step()`` alone (the best of ``repeats`` rounds of ``setting.steps`` steps, on random
     gradients) of each of ``optimizers`` (``conf/optimizer`` names) on each of :data:`OPTIMIZER_MODELS`' parameters,
     for-loop, foreach and fused, and each one's speed-up over the for-loop."""
+    factories = {
+        (optimizer, implementation): instantiate_partial(
+            training_config([f"optimizer={optimizer}", *options]).optimizer, "optimizer"
+        )
+        for optimizer in optimizers
+        for implementation, options in OPTIMIZER_IMPLEMENTATIONS.items()
+    }
     rows = []
     for model, overrides in OPTIMIZER_MODELS.items():
         torch.manual_seed(0)
         parameters = list(build_module(overrides).to(setting.device).parameters())
         for parameter in parameters:
             parameter.grad = torch.randn_like(parameter)
-        for optimizer in optimizers:
-            for implementation, options in OPTIMIZER_IMPLEMENTATIONS.items():
-                cfg = training_config([f"optimizer={optimizer}", *options])
-                step = instantiate_partial(cfg.optimizer, "optimizer")(parameters).step
-                step()  # the state (momentum buffers) is created in the first step
-                seconds = []
-                for _ in range(repeats):
-                    synchronize(setting.device)
-                    start = time.perf_counter()
-                    for _ in range(setting.steps):
-                        step()
-                    synchronize(setting.device)
-                    seconds.append((time.perf_counter() - start) / setting.steps)
-                rows.append(
-                    {"model": model, "optimizer": optimizer, "update": implementation, "ms/step": min(seconds) * 1e3}
-                )
+        for (optimizer, implementation), factory in factories.items():
+            step = factory(parameters).step
+            step()  # the state (momentum buffers) is created in the first step
+            seconds = []
+            for _ in range(repeats):
+                synchronize(setting.device)
+                start = time.perf_counter()
+                for _ in range(setting.steps):
+                    step()
+                synchronize(setting.device)
+                seconds.append((time.perf_counter() - start) / setting.steps)
+            rows.append(
+                {"model": model, "optimizer": optimizer, "update": implementation, "ms/step": min(seconds) * 1e3}
+            )
     table = pd.DataFrame(rows)
     loop = table[table["update"] == "for-loop"].set_index(["model", "optimizer"])["ms/step"]
     pairs = pd.MultiIndex.from_frame(table[["model", "optimizer"]])
