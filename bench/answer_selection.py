@@ -44,7 +44,7 @@ def judged_runs(runs: Path, problem: Problem, total_budget: float | None) -> pd.
             for name in ESTIMATORS
         }
         for name, chosen in {"evaluated": trained, **answers}.items():
-            judged = quality(chosen, problem.truth, problem.reference_point, problem.max_hypervolume, read_seeds=[])
+            judged = quality(chosen, problem.truth, problem.reference_point, problem.max_hypervolume)
             row[name] = judged["true_share"]
         rows.append(row)
     return pd.DataFrame(rows)

@@ -218,7 +218,7 @@ def test_searches_over_the_table_look_up_and_report_the_share_of_its_front(tabul
         "error": rows.loc[first, "val/error"],
         "rank_disparity": rows.loc[first, "val/rank_disparity"],
     }
-    assert target(config, 0, 1.0)["error"] == rows.loc[second, "val/error"] and target.assigned == {7: first, 0: second}
+    assert target(config, 0, 1.0)["error"] == rows.loc[second, "val/error"] and target.assigned == {7: 0, 0: 1}
     with pytest.raises(ValueError, match="the table holds 2 training seeds"):
         target(config, 3, 1.0)
     runs = benchmark(problem, methods=["smac", "random"], seeds=[0, 1], total_budget=8, work_dir=tmp_path)

@@ -13,9 +13,15 @@ surrogate benchmark, the surrogate's predicted means: :class:`~fairnas.benchmark
 - ``evaluated_true_share``: the true share of every configuration the run trained at the full budget, judged
   without the noisy selection: how much of the answer's shortfall is the search's (what it trained) and how much
   the selection's (what it returned from it).
-- ``heldout_*``: the same, with the true values averaged only over the table seeds the search never read. The
-  seeds a search read also decided what it returned, so their mean flatters its answer; the held-out mean does not
-  (it is noisier: fewer seeds).
+- ``heldout_*``: the same, with each configuration's true values averaged only over its table seeds the search
+  never read. The seeds a search read also decided what it returned, so their mean flatters its answer; the held-out
+  mean does not (it is noisier: fewer seeds). On a real table this is the score every verdict is decided on
+  (:data:`~fairnas.benchmarks.comparison_plan.HELD_OUT_SCORE`); the flattering ``true_share`` only stands beside it.
+
+A table whose configurations hold different numbers of seeds (the 337-configuration table, whose best quarter got
+more) is read in one order per search: the seeds every configuration has first, in an order drawn from the search's
+seed, then the others (:meth:`Truth.seed_order`). The k-th training seed a search uses is each configuration's k-th
+seed of that order, so configurations compared on the same training seed share its seed effect, as in a live search.
 """
 
 from __future__ import annotations
@@ -40,11 +46,28 @@ class Truth:
 
     def __init__(self, table: pd.DataFrame, objectives: Sequence[str], max_budget: float):
         self.table, self.objectives, self.max_budget = table, tuple(objectives), int(max_budget)
-        self.seeds = sorted(int(seed) for seed in table["seed"].unique())
+        final = table[table["epoch"] == self.max_budget]
+        self.config_seeds = {
+            identifier: frozenset(int(seed) for seed in seeds) for identifier, seeds in final.groupby("config_id")["seed"]
+        }
+        self.seeds = sorted(set().union(*self.config_seeds.values()))
+        self.common_seeds = sorted(frozenset.intersection(*self.config_seeds.values()))
+        """The seeds every configuration has."""
+        columns = [f"val/{name}" for name in self.objectives]
+        self._runs = final.set_index(["config_id", "seed"])[columns].sort_index()
 
     def seed_order(self, search_seed: int) -> list[int]:
-        """The table seeds in the order a search with ``search_seed`` reads them (a seeded permutation)."""
-        return [int(seed) for seed in np.random.default_rng(search_seed).permutation(self.seeds)]
+        """The table seeds in the order a search with ``search_seed`` reads them: a seeded permutation of the
+        :attr:`common_seeds`, then one of the others (those only some configurations have)."""
+        rng = np.random.default_rng(search_seed)
+        others = [seed for seed in self.seeds if seed not in set(self.common_seeds)]
+        return [int(seed) for seed in [*rng.permutation(self.common_seeds), *rng.permutation(others)]]
+
+    def config_order(self, identifier: str, order: Sequence[int]) -> list[int]:
+        """The seeds of configuration ``identifier`` in a search's ``order``: its k-th is what the search's k-th
+        training seed reads of it."""
+        seeds = self.config_seeds[identifier]
+        return [seed for seed in order if seed in seeds]
 
     def values(self, seeds: Sequence[int] | None = None) -> pd.DataFrame:
         """True values per configuration (index ``config_id``) over ``seeds`` (default: all)."""
@@ -53,6 +76,18 @@ class Truth:
     def judge(self, returned: pd.DataFrame, seeds: Sequence[int] | None = None) -> pd.DataFrame:
         """The true values over ``seeds`` of the configurations ``returned`` (indexed by ``config_id``)."""
         return self.values(seeds).loc[returned.index, list(self.objectives)]
+
+    def judge_held_out(self, returned: pd.DataFrame, search_seed: int, read: int) -> pd.DataFrame:
+        """The true values of the configurations ``returned`` over the seeds of each that a search with
+        ``search_seed`` never read, when it used ``read`` training seeds (the first ``read`` of each configuration's
+        :meth:`config_order`); NaN for a configuration it read every seed of."""
+        order = self.seed_order(search_seed)
+        rows = []
+        for identifier in returned.index:
+            held_out = [(identifier, seed) for seed in self.config_order(identifier, order)[read:]]
+            values = self._runs.loc[held_out].to_numpy(dtype=float)
+            rows.append(values.mean(axis=0) if len(values) else np.full(len(self.objectives), np.nan))
+        return pd.DataFrame(rows, index=returned.index, columns=list(self.objectives))
 
 
 def answer(trials: pd.DataFrame, objectives: Sequence[str], max_budget: float) -> pd.DataFrame:
@@ -88,21 +123,26 @@ def quality(
     truth: Truth | SurrogateTruth,
     reference_point: Sequence[float],
     max_hypervolume: float,
-    read_seeds: Sequence[int],
+    search_seed: int = 0,
+    read: int = 0,
     trained: pd.DataFrame | None = None,
 ) -> dict[str, float]:
-    """``true_share``, ``pick_<objective>`` and their ``heldout_`` versions of an answer (see the module docstring),
-    and, given the configurations the run ``trained`` at the full budget (:func:`evaluated`),
-    ``evaluated_true_share``: the true share of the best of them, the answer a selection without noise would return;
-    NaN where the run returned nothing (or read every seed, for the held-out values)."""
-    held_out = [seed for seed in truth.seeds if seed not in set(read_seeds)]
+    """``true_share``, ``pick_<objective>`` and their ``heldout_`` versions of an answer (see the module docstring)
+    of a search with ``search_seed`` that used ``read`` training seeds, and, given the configurations the run
+    ``trained`` at the full budget (:func:`evaluated`), ``evaluated_true_share``: the true share of the best of them,
+    the answer a selection without noise would return; NaN where the run returned nothing (for the held-out values
+    also where a configuration of the answer has no seed the search did not read, or the truth has no seeds)."""
     result: dict[str, float] = {"answer_size": float(len(returned))}
-    for prefix, seeds in (("", None), ("heldout_", held_out or None)):
-        if returned.empty or (prefix and not held_out):
+    for prefix in ("", "heldout_"):
+        values = None
+        if not returned.empty:
+            held_out = prefix and isinstance(truth, Truth)
+            values = truth.judge_held_out(returned, search_seed, read) if held_out else truth.judge(returned)
+            values = None if (prefix and not held_out) or values.isna().any().any() else values
+        if values is None:
             result |= {f"{prefix}true_share": np.nan}
             result |= {f"{prefix}pick_{name}{gap}": np.nan for name in truth.objectives for gap in ("", "_gap")}
             continue
-        values = truth.judge(returned, seeds)
         result[f"{prefix}true_share"] = hypervolume(values.to_numpy(dtype=float), reference_point) / max_hypervolume
         pick = values.iloc[0]  # ``returned`` is sorted by its estimated first objective
         result |= {f"{prefix}pick_{name}": float(pick[name]) for name in truth.objectives}

@@ -9,6 +9,12 @@
   them is built.
 - ``table``: the tabular benchmark of the embedded problem (:mod:`fairnas.benchmarks.tables`, ``dpn_showcase_noisy``):
   look-ups of every configuration's per-epoch validation metrics, maximum hypervolume that of the table's front.
+- ``table6``: the same 81 configurations with 6 training seeds each (``dpn_showcase_noisy6``), so that a search
+  reading 3 (its trials', then the final stage's 2) is judged on 3 it never read.
+- ``paper_table``: the 337 configurations of the paper's whole space that the surrogate is fitted to, each with at
+  least 4 training seeds and its best quarter with more (``dpn_paper_table``): the real landscape of the paper's
+  space, searched directly. A search reads each configuration's seeds in one order per search seed (the seeds every
+  configuration has first, :class:`~fairnas.benchmarks.answer_quality.Truth`), the rest are held out.
 - ``surrogate``: the surrogate benchmark of the paper's whole space (:mod:`fairnas.benchmarks.surrogate`, fitted to
   the table ``dpn_paper_sampled``): simulated runs of any configuration, judged at the surrogate's means;
   ``surrogate_table``, the same built from ``dpn_showcase_noisy``, to check a surrogate's verdicts against the table
@@ -106,11 +112,10 @@ def botorch_problem(name: str, fidelity_mapping: str = "linear_from_min", total_
 def table_problem(name: str = "dpn_showcase_noisy", tables: Path | None = None) -> Problem:
     """The tabular benchmark ``<name>`` of the folder ``tables`` (default: the shipped ones,
     :mod:`fairnas.benchmarks.tables`): look-ups instead of training, so consumed epochs are charged as if trained
-    (``RetrainingCost``). A search with seed s reads the table's training
-    seeds in an order drawn from s (``Truth.seed_order``): its trials the first, each new training seed (the final
-    stage's, SMAC's racing seeds) the next. Reference point: error 1 and 1.1 x the largest validation rank disparity
-    of the table at the maximum budget, so every configuration of the table lies inside. ``max_hypervolume`` is that
-    of the front of the true values (means over the table's seeds)."""
+    (``RetrainingCost``). A search with seed s reads the table's training seeds in an order drawn from s
+    (``Truth.seed_order``): its trials the first, each new training seed (the final stage's, SMAC's racing seeds)
+    the next, each configuration the next of its own seeds. Reference point: :func:`_reference_point`.
+    ``max_hypervolume`` is that of the front of the true values (means over all the table's seeds)."""
     table, spec = load_table(name, *([tables] if tables else []))
     objectives, max_budget = tuple(spec["objectives"]), spec["max_budget"]
     truth = Truth(table, objectives, max_budget)
@@ -235,6 +240,8 @@ PROBLEMS = {
     "momf_branin_currin_s8": lambda: botorch_problem("momf_branin_currin", "share_of_max", 800),
     "momf_park_s8": lambda: botorch_problem("momf_park", "share_of_max", 800),
     "table": table_problem,
+    "table6": lambda: table_problem("dpn_showcase_noisy6"),
+    "paper_table": lambda: table_problem("dpn_paper_table"),
     "surrogate": surrogate_problem,
     "surrogate_table": lambda: surrogate_problem("dpn_showcase_noisy"),
 }

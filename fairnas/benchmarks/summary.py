@@ -93,10 +93,10 @@ def answer_quality(runs: pd.DataFrame, problem: Problem) -> pd.DataFrame:
     assert truth is not None and problem.max_hypervolume, "answer quality needs a noisy table's true values"
     rows = []
     for (method, seed), trials in runs.groupby(["method", "seed"], sort=False):
-        read = truth.seed_order(int(seed))[: trials["training_seed"].nunique()]
+        read = trials["training_seed"].nunique()
         returned = answer(trials, problem.objectives, problem.max_budget)
         trained = evaluated(trials, problem.objectives, problem.max_budget)
-        row = quality(returned, truth, problem.reference_point, problem.max_hypervolume, read, trained)
+        row = quality(returned, truth, problem.reference_point, problem.max_hypervolume, int(seed), read, trained)
         wall = {"run_wall_time_s": float(trials["run_wall_time_s"].iloc[0])} if "run_wall_time_s" in trials else {}
         rows.append({"method": method, "seed": seed, "epochs": trials["cost"].sum(), **row, **wall})
     quality_runs = pd.DataFrame(rows)
