@@ -8,6 +8,16 @@
    another method), Holm-adjusted per budget, as a CSV, a markdown table and a figure (each method's lead with its
    95 % interval, per budget).
 
+On a real table the score is the held-out true share (``fairnas.benchmarks.comparison_plan.score_of``). A plan
+committed on such a table with the flattering ``true_share`` is decided again with ``redecide``: the plan re-sized
+on the held-out score from the same pilot and seeds (``held_out_plan``), its committed runs judged by it, and the
+re-decision recorded in the folder's manifest (``redecided``: the command, the commit, the date, the verdicts that
+moved)::
+
+    python bench/search_plan.py redecide --plan results/search_hedge_check/plan.json \
+        --pilot results/search_hedge_pilot/table.csv --quality results/search_hedge_check/quality.csv \
+        --output results/search_hedge_check/verdicts.csv
+
     python bench/search_plan.py plan --pilot results/search_comparison/pilot_quality.csv --problem surrogate \\
         --methods random smac botorch --budgets 30 60 120 240 --min-lead 0.02 --core-hours 4 \\
         --output results/search_comparison/plan.json
@@ -20,7 +30,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -28,11 +40,19 @@ import pandas as pd
 from matplotlib.figure import Figure
 from scipy import stats
 
-from fairnas.benchmarks.comparison_plan import BASELINE, make_plan, planned_seeds, verdicts
+from fairnas.benchmarks.comparison_plan import (
+    BASELINE,
+    HELD_OUT_SCORE,
+    held_out_plan,
+    make_plan,
+    planned_seeds,
+    score_of,
+    verdicts,
+)
 from fairnas.benchmarks.methods import METHODS
 from fairnas.benchmarks.problems import PROBLEMS
 from fairnas.io import write_json_atomic, write_text_atomic
-from fairnas.results import format_verdicts
+from fairnas.results import format_verdicts, read_manifest, source_commit
 
 RUN = "PYTHONHASHSEED=0 OMP_NUM_THREADS=1 python bench/search_efficiency.py"
 WORK_DIR = "outputs/search_comparison"
@@ -96,10 +116,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     plan_parser.add_argument("--output", type=Path, required=True)
     plan_parser.add_argument("--work-dir", default=WORK_DIR, help="the confirmatory runs' folder")
     verdict_parser = commands.add_parser("verdicts", help="judge the confirmatory runs by the plan")
-    verdict_parser.add_argument("--plan", type=Path, required=True)
-    verdict_parser.add_argument("--quality", type=Path, nargs="+", required=True, help="--quality-output CSVs")
-    verdict_parser.add_argument("--output", type=Path, required=True, help="verdicts CSV (a .md table beside it)")
-    verdict_parser.add_argument("--figure", type=Path)
+    redecide_parser = commands.add_parser(
+        "redecide", help="decide a real-table plan's committed runs again on the held-out score"
+    )
+    for sub in (verdict_parser, redecide_parser):
+        sub.add_argument("--plan", type=Path, required=True)
+        sub.add_argument("--quality", type=Path, nargs="+", required=True, help="--quality-output CSVs")
+        sub.add_argument("--output", type=Path, required=True, help="verdicts CSV (a .md table beside it)")
+        sub.add_argument("--figure", type=Path)
+    redecide_parser.add_argument("--pilot", type=Path, required=True, help="the pilot the plan was sized from")
     args = parser.parse_args(argv)
 
     if args.command == "plan":
@@ -136,15 +161,85 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(pd.DataFrame(plan["cells"]).to_string(index=False))
         return
 
-    plan = json.loads(args.plan.read_text())
-    quality = pd.concat([pd.read_csv(path) for path in args.quality], ignore_index=True)
+    plan = read_plan(parser, args.plan)
+    score = HELD_OUT_SCORE if args.command == "redecide" else plan["score"]
+    quality = read_quality(parser, args.quality, score)
+    if args.command == "redecide":
+        before = pd.read_csv(args.output) if args.output.is_file() else None
+        try:
+            plan = held_out_plan(plan, read_quality(parser, [args.pilot], score, "--pilot"))
+        except ValueError as error:
+            parser.error(str(error))
+    elif plan["score"] != score_of(plan["problem"]):
+        parser.error(
+            f"--plan {args.plan} decides {plan['problem']} on {plan['score']}, which flatters a search on a real "
+            f"table; decide it on {HELD_OUT_SCORE} with: bench/search_plan.py redecide --pilot <its pilot CSV> ..."
+        )
     table = verdicts(plan, quality)
     write_text_atomic(args.output, table.to_csv(index=False))
     markdown = format_verdicts(table, plan)
     write_text_atomic(args.output.with_suffix(".md"), markdown + "\n")
     print(markdown)
+    if args.command == "redecide":
+        record_redecision(args, plan, before, table, argv)
     if args.figure is not None:
         lead_figure(table, plan).savefig(args.figure, dpi=100)
+
+
+def read_plan(parser: argparse.ArgumentParser, path: Path) -> dict:
+    """The plan at ``path``, or a one-line error naming the file."""
+    try:
+        plan = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        parser.error(f"--plan {path}: not a readable plan.json ({error})")
+    missing = sorted({"problem", "score", "baseline", "methods", "cells", "budgets_full_trials"} - set(plan))
+    if missing:
+        parser.error(f"--plan {path} lacks {missing}: not a plan written by bench/search_plan.py plan")
+    return plan
+
+
+def read_quality(parser: argparse.ArgumentParser, paths: Sequence[Path], score: str, option: str = "--quality"):
+    """The answer-quality rows of ``paths`` (``--quality-output`` CSVs), or a one-line error naming the file that
+    is missing or lacks a column (``score`` among them)."""
+    frames = []
+    for path in paths:
+        if not path.is_file():
+            parser.error(f"{option} {path} is not a file")
+        frame = pd.read_csv(path)
+        missing = sorted({"method", "seed", "budget", score} - set(frame.columns))
+        if missing:
+            parser.error(f"{option} {path} lacks the columns {missing}: not a --quality-output CSV of this problem")
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+def record_redecision(args: argparse.Namespace, plan: dict, before, table: pd.DataFrame, argv) -> None:
+    """Add to the manifest of the verdicts' folder what a re-decision did: the command, the commit, the date, the
+    score and every verdict that moved."""
+    folder = args.output.parent
+    manifest = read_manifest(folder)
+    keys = zip(before["budget"], before["method"], strict=True) if before is not None else ()
+    old = {} if before is None else dict(zip(keys, before["verdict"], strict=True))
+    moved = {
+        f"{row.method} at {row.budget}": f"{old[(row.budget, row.method)]} -> {row.verdict}"
+        for row in table.itertuples()
+        if old.get((row.budget, row.method), row.verdict) != row.verdict
+    }
+    command = " ".join(["python bench/search_plan.py", *(argv if argv is not None else sys.argv[1:])])
+    manifest.setdefault("redecided", []).append(
+        {
+            "file": args.output.name,
+            "score": plan["score"],
+            "sized_on": plan["sized_on"],
+            "from": [str(path) for path in args.quality],
+            "pilot": str(args.pilot),
+            "command": command,
+            "commit": source_commit(),
+            "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "verdicts_moved": moved,
+        }
+    )
+    write_json_atomic(folder / "manifest.json", manifest)
 
 
 if __name__ == "__main__":

@@ -155,8 +155,8 @@ strategies are compared in their own block (:func:`comparison_table`), planned i
 
 def strategy_table(folder: Path) -> str:
     """The README's strategy table: per strategy, the analytic problem's share of the maximum hypervolume and, per
-    answer-quality file (:data:`QUALITY_FILES`), the true share of its answers without and with the final stage,
-    and the gap they close against random search where recorded (mean ± s.e. over seeds)."""
+    answer-quality file (:data:`QUALITY_FILES`, real tables), the held-out true share of its answers without and
+    with the final stage, the all-seed share beside it (mean ± s.e. over seeds)."""
     analytic = pd.read_csv(folder / "analytic_runs.csv")
     present = [name for name in QUALITY_FILES if (folder / name).is_file()]
     qualities = {QUALITY_FILES[name]: pd.read_csv(folder / name) for name in present}
@@ -166,7 +166,18 @@ def strategy_table(folder: Path) -> str:
         values = frame.loc[frame["method"] == method, column]
         return "" if values.empty else "{:.3f} ± {:.3f}".format(*mean_se(values))
 
+    def held_out(frame: pd.DataFrame) -> bool:
+        """A real table's file: its verdicts are decided on held-out seeds."""
+        return "heldout_true_share" in frame and bool(frame["heldout_true_share"].notna().any())
+
     def quality_cell(frame: pd.DataFrame, method: str) -> str:
+        rows = frame[frame["method"] == method]
+        if rows.empty:
+            return ""
+        if held_out(frame):  # the held-out share, the all-seed one beside it
+            if rows["heldout_true_share"].isna().all():
+                return f"no seed left unread ({cell(frame, method, 'true_share')} on all seeds)"
+            return f"{cell(frame, method, 'heldout_true_share')} (on all seeds {cell(frame, method, 'true_share')})"
         share, gap = cell(frame, method, "true_share"), ""
         if share and "gap_closed" in frame and method != "random":  # random search is its zero
             gap = f" (gap closed {cell(frame, method, 'gap_closed')})"
@@ -174,10 +185,8 @@ def strategy_table(folder: Path) -> str:
 
     header = [f"analytic ZDT1: share of max. hypervolume ({analytic['seed'].nunique()} seeds)"]
     for label, frame in qualities.items():
-        header += [
-            f"{label}: true share of the answer ({frame['seed'].nunique()} seeds)",
-            "with the final stage (3 x 2)",
-        ]
+        score = "held-out true share" if held_out(frame) else "true share"
+        header += [f"{label}: {score} of the answer ({frame['seed'].nunique()} seeds)", "with the final stage (3 x 2)"]
     rows = [f"| strategy | {' | '.join(header)} |", "|" + " --- |" * (len(header) + 1)]
     for method, name in STRATEGIES.items():
         cells = [cell(analytic, method, "share")]
@@ -312,6 +321,8 @@ def format_verdicts(table: pd.DataFrame, plan: dict[str, Any]) -> str:
             tested = f"Holm p {row['p_holm']:.2g}, {row['seeds']} seeds"
             if "share" in row:
                 tested = f"{row['share']:.3f} against {row['baseline_share']:.3f}; {tested}"
+            if "all_seeds_lead" in row and pd.notna(row["all_seeds_lead"]):
+                tested = f"{tested}; on all seeds {row['all_seeds_lead']:+.3f}"
             if row["p_holm"] < plan["alpha"]:
                 cells.append(f"**{lead}** ({tested})")
             else:
@@ -331,17 +342,36 @@ def comparison_table(folder: Path) -> str:
     compared = len(plan["methods"])
     baseline = REGISTRY[plan["baseline"]].title if plan["baseline"] in REGISTRY else plan["baseline"]
     family = f"Holm over the {compared} comparisons of each budget" if compared > 1 else "one comparison per budget"
+    score = verdict_rows["score"].iloc[0] if "score" in verdict_rows else plan["score"]
+    held_out = score == "heldout_true_share"
+    name = "held-out true share" if held_out else "true share"
+    records = read_manifest(folder).get("redecided", [])
+    redecided = [record for record in records if record.get("file") == "verdicts.csv"]
     return "\n".join(
         [
             table,
             "",
-            f"Lead: the strategy's true share minus {baseline}'s, paired by seed (mean ± s.e."
-            + ("; then the two mean true shares on those seeds" if "share" in verdict_rows else "")
+            f"Lead: the strategy's {name} minus {baseline}'s, paired by seed (mean ± s.e."
+            + (f"; then the two mean {name}s on those seeds" if "share" in verdict_rows else "")
+            + (
+                "; the answer judged at the mean of the table seeds the search never read, and beside it, labelled "
+                "'on all seeds', the lead at the mean of every seed, which flatters the search by what it selected on"
+                if held_out
+                else ""
+            )
             + "). Reference point "
             f"({reference}); {family} at alpha {plan['alpha']:g}; seeds planned from a pilot "
             f"(seeds {plan['pilot_seeds'][0]}-{plan['pilot_seeds'][-1]}) "
             f"for power {plan['power']:g} to detect a lead of {plan['min_lead']:g} within {plan['core_hours']:g} "
             f"core-hours (`{_relative(folder)}/plan.json`).",
+            *[
+                f"The plan sized the comparison on {record['sized_on']}; its committed runs were decided again on the "
+                f"held-out score by `{record['command']}` at commit {record['commit']} ({record['date']}), the "
+                f"detectable lead re-sized from the same pilot's held-out s.d. and the same seeds: "
+                + (", ".join(f"{key}: {change}" for key, change in record["verdicts_moved"].items()) or "none moved")
+                + "."
+                for record in redecided
+            ],
             "",
             _data_line(folder),
         ]

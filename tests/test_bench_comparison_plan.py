@@ -5,6 +5,7 @@ runs, and its verdicts, on generated answer-quality rows (the columns ``bench/se
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -14,6 +15,7 @@ from statsmodels.stats.multitest import multipletests
 
 from bench import search_plan
 from fairnas.benchmarks.comparison_plan import detectable_lead, make_plan, planned_seeds, required_seeds, verdicts
+from fairnas.results import write_manifest
 
 MAX_BUDGET = 4
 PLAN = {
@@ -186,3 +188,42 @@ def test_the_command_plans_then_judges_and_refuses_a_pilot_that_overlaps_the_pla
     assert list(table["budget"]) == [1, 2] and (table["method"] == "smac").all()
     assert output.with_suffix(".md").read_text().startswith("| strategy | 1 full trials | 2 full trials |\n")
     assert figure.stat().st_size > 10_000
+
+
+def test_a_real_table_plan_on_the_flattering_score_is_refused_and_decided_again_on_held_out_seeds(tmp_path, capsys):
+    """A plan committed with ``true_share`` on a real table: ``verdicts`` refuses it in one line; ``redecide`` sizes
+    it again on the held-out score from the same pilot and seeds, judges the committed runs by it and records in the
+    folder's manifest what moved; a missing plan or a quality file without the score's column is one line too."""
+    pilot = quality_rows(range(20), leads={"smac": 0.0}, sds={"smac": 0.1}, seconds={"random": 1.0, "smac": 1.0})
+    pilot = pilot.assign(heldout_true_share=pilot["true_share"] - 0.05 * (pilot["method"] == "smac"))
+    settings = {**PLAN, "methods": ["random", "smac"], "budgets": [30], "problem": "table:dpn_showcase_noisy"}
+    plan = make_plan(pilot, **settings, score="true_share")
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    confirmatory = pilot.assign(seed=pilot["seed"] + 1000)
+    confirmatory = pd.concat([confirmatory.assign(seed=confirmatory["seed"] + 20 * k) for k in range(40)])
+    confirmatory.to_csv(tmp_path / "quality.csv", index=False)
+    pilot.to_csv(tmp_path / "pilot.csv", index=False)
+    write_manifest(tmp_path, commands=["the plan's commands"], commit="abc1234")
+    files = ["--plan", str(tmp_path / "plan.json"), "--quality", str(tmp_path / "quality.csv")]
+    files += ["--output", str(tmp_path / "verdicts.csv")]
+    with pytest.raises(SystemExit):
+        search_plan.main(["verdicts", *files])
+    assert "which flatters a search on a real table; decide it on heldout_true_share" in capsys.readouterr().err
+    search_plan.main(["redecide", *files, "--pilot", str(tmp_path / "pilot.csv")])
+    table = pd.read_csv(tmp_path / "verdicts.csv")
+    assert list(table["score"]) == ["heldout_true_share"] and table["lead"].iloc[0] == pytest.approx(-0.05, abs=0.02)
+    assert table["all_seeds_lead"].iloc[0] == pytest.approx(0.0, abs=0.02) and table["verdict"][0].startswith("trails")
+    record = json.loads((tmp_path / "manifest.json").read_text())["redecided"][-1]
+    assert record["score"] == "heldout_true_share" and record["sized_on"] == "true_share"
+    assert record["pilot"] == str(tmp_path / "pilot.csv") and record["command"].startswith("python bench/search_plan")
+    for bad, message in (
+        (["--plan", str(tmp_path / "nosuch.json")], "--plan .*nosuch.json: not a readable plan.json"),
+        (["--quality", str(tmp_path / "pilot.csv").replace("pilot", "nosuch")], "--quality .*nosuch.csv is not a file"),
+    ):
+        with pytest.raises(SystemExit):
+            search_plan.main(["verdicts", *files, *bad])
+        assert re.search(message, capsys.readouterr().err)
+    pilot.drop(columns="heldout_true_share").to_csv(tmp_path / "old.csv", index=False)
+    with pytest.raises(SystemExit):
+        search_plan.main(["redecide", *files, "--pilot", str(tmp_path / "old.csv")])
+    assert "--pilot " in (err := capsys.readouterr().err) and "lacks the columns ['heldout_true_share']" in err

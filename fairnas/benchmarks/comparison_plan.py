@@ -1,20 +1,26 @@
 """A comparison of search strategies planned before it runs, and its verdicts.
 
 The question is whether a strategy's answer is better in truth than a baseline's at the same compute: random
-search's (the default), or another strategy's, e.g. today's default when a new one is to replace it. The plan
-fixes, before any confirmatory run: the problem and its reference point, the score (``true_share``: the answer's
-hypervolume at the truth as a share of the best front's), the baseline, the strategies and budgets, the smallest lead
-worth finding (``min_lead``), the level and the power, and the seeds. The seeds come from a pilot on seeds apart from
-the confirmatory ones: the standard deviation of each strategy's per-seed difference from the baseline, and the
-seconds a run takes. Per budget, the strategies' comparisons with the baseline form one Holm family of m; the plan sizes
-every comparison at Holm's first step alpha/m (so each has at least the planned power under Holm) with a two-sided
-paired t-test (statsmodels' ``TTestPower``). A strategy whose runs cost more than its share of the compute budget
-gets the seeds it affords, and the plan states the lead those seeds can detect.
+search's (the default), or another strategy's, e.g. today's default when a new one is to replace it. The plan fixes,
+before any confirmatory run: the problem and its reference point, the score (the answer's hypervolume at the truth
+as a share of the best front's: on a real table ``heldout_true_share``, the truth the mean of the seeds the search
+never read, :func:`score_of`; on a surrogate or an analytic problem ``true_share``), the baseline, the strategies
+and budgets, the smallest lead worth finding (``min_lead``), the level and the power, and the seeds. The seeds come
+from a pilot on seeds apart from the confirmatory ones: the standard deviation of each strategy's per-seed
+difference from the baseline, and the seconds a run takes. Per budget, the strategies' comparisons with the baseline
+form one Holm family of m; the plan sizes every comparison at Holm's first step alpha/m (so each has at least the
+planned power under Holm) with a two-sided paired t-test (statsmodels' ``TTestPower``). A strategy whose runs cost
+more than its share of the compute budget gets the seeds it affords, and the plan states the lead those seeds can
+detect.
 
 :func:`verdicts` reads the confirmatory runs back: per budget and strategy, the mean paired lead with its standard
 error, the t-test's p, Holm's adjusted p (statsmodels' ``multipletests``), and a verdict: leads or trails by the
 lead where the adjusted p is below alpha, else no lead beyond the noise, with D, the lead the planned seeds detect
 with the planned power (fixed by the plan from the pilot, never from the confirmatory data).
+
+:func:`held_out_plan` re-sizes a plan committed with the flattering ``true_share`` on a real table for the held-out
+score, from the same pilot and with the same seeds, so that its committed runs are decided again on held-out seeds
+without a new run (``bench/search_plan.py redecide``).
 """
 
 from __future__ import annotations
@@ -34,6 +40,17 @@ from fairnas.benchmarks.methods import METHODS
 BASELINE = "random"
 """The baseline unless a plan names another."""
 SCORE = "true_share"
+"""The score on a surrogate or an analytic problem, whose truth is noise-free."""
+HELD_OUT_SCORE = "heldout_true_share"
+"""The score on a real table: the answer at the mean of the seeds the search never read. The seeds it read also chose
+the answer, so their mean flatters it, the more the more a search selects on noise
+(:mod:`fairnas.benchmarks.answer_quality`)."""
+
+
+def score_of(problem: str) -> str:
+    """The score a comparison on ``problem`` (a :class:`~fairnas.benchmarks.problems.Problem`'s name) is decided on:
+    :data:`HELD_OUT_SCORE` on a real table (``table:<name>``), else :data:`SCORE`."""
+    return HELD_OUT_SCORE if problem.startswith("table:") else SCORE
 
 
 def required_seeds(sd: float, lead: float, level: float, power: float) -> int:
@@ -83,16 +100,18 @@ def make_plan(
     core_hours: float,
     first_seed: int,
     baseline: str = BASELINE,
+    score: str | None = None,
 ) -> dict[str, Any]:
-    """The plan (JSON-ready) from ``pilot``: answer-quality rows of every method at every budget in consumed epochs
-    (``budget`` = full trials x ``max_budget``), with ``run_wall_time_s``. Per budget: each method's pilot s.d. of
-    its difference from ``baseline`` (one of ``methods``), its seconds per run, the seeds it needs at alpha/m, and
-    the seeds it gets. ``core_hours`` are shared out over the cells (method, budget), cheapest need first: a cell
-    whose runs fit an equal share of what is left gets all it needs, the rest share the remainder equally and get
-    the seeds it buys, with the lead those can detect. A method the pilot could not run at a budget (too costly)
-    gets no seeds there."""
+    """The plan (JSON-ready) from ``pilot``, on ``score`` (default :func:`score_of` the problem): answer-quality rows of
+    every method at every budget in consumed epochs (``budget`` = full trials x ``max_budget``), with
+    ``run_wall_time_s``. Per budget: each method's pilot s.d. of its difference from ``baseline`` (one of
+    ``methods``), its seconds per run, the seeds it needs at alpha/m, and the seeds it gets. ``core_hours`` are
+    shared out over the cells (method, budget), cheapest need first: a cell whose runs fit an equal share of what is
+    left gets all it needs, the rest share the remainder equally and get the seeds it buys, with the lead those can
+    detect. A method the pilot could not run at a budget (too costly) gets no seeds there."""
     compared = [method for method in methods if method != baseline]
     level = alpha / len(compared)
+    score = score or score_of(problem)
     cells: list[dict[str, Any]] = []
     for trials in budgets:
         at_budget = pilot[np.isclose(pilot["budget"], trials * max_budget)]
@@ -102,9 +121,8 @@ def make_plan(
             runs = at_budget[at_budget["method"] == method]
             cell = {"budget": trials, "method": method, "seconds_per_run": float(runs["run_wall_time_s"].mean())}
             if method != baseline and len(runs) > 1:
-                differences = paired_differences(at_budget, method, baseline)
-                sd = float(differences.std(ddof=1))
-                cell |= {"pilot_seeds": len(differences), "pilot_sd": sd}
+                sd, seeds = pilot_sd(at_budget, method, baseline, score)
+                cell |= {"pilot_seeds": seeds, "pilot_sd": sd}
                 cell["seeds_needed"] = required_seeds(sd, min_lead, level, power)
             elif method != baseline:
                 cell |= {"pilot_seeds": len(runs), "pilot_sd": np.nan, "seeds_needed": 0}
@@ -122,7 +140,7 @@ def make_plan(
     frame["core_hours"] = frame["seeds"] * frame["seconds_per_run"].fillna(0.0) / 3600
     return {
         "problem": problem,
-        "score": SCORE,
+        "score": score,
         "reference_point": [float(value) for value in reference_point],
         "max_hypervolume": float(max_hypervolume),
         "baseline": baseline,
@@ -139,6 +157,32 @@ def make_plan(
         "pilot_seeds": sorted(int(seed) for seed in pilot["seed"].unique()),
         "cells": [{k: _plain(v) for k, v in cell.items()} for cell in frame.to_dict("records")],
     }
+
+
+def pilot_sd(runs: pd.DataFrame, method: str, baseline: str, score: str) -> tuple[float, int]:
+    """The s.d. of ``method``'s per-seed difference from ``baseline`` in ``score`` over a pilot's ``runs`` (one
+    budget's), and the seeds it is taken over."""
+    differences = paired_differences(runs, method, baseline, score)
+    return float(differences.std(ddof=1)), len(differences)
+
+
+def held_out_plan(plan: dict[str, Any], pilot: pd.DataFrame) -> dict[str, Any]:
+    """``plan``, committed with the flattering ``true_share`` on a real table, as it reads on the held-out score:
+    the same problem, methods, budgets, level, power and seeds; each cell's pilot s.d. and detectable lead taken again
+    from the same ``pilot`` on :data:`HELD_OUT_SCORE`. Its committed runs can then be decided on held-out seeds
+    (:func:`verdicts`) with no new run and no look at them before."""
+    if not plan["problem"].startswith("table:"):
+        raise ValueError(f"the plan is on {plan['problem']}, not a real table: it has no held-out seeds")
+    resized = {**plan, "score": HELD_OUT_SCORE, "sized_on": plan["score"]}
+    cells = []
+    for cell in plan["cells"]:
+        at_budget = pilot[np.isclose(pilot["budget"], cell["budget"] * plan["max_budget"])]
+        if cell["method"] != plan["baseline"] and cell.get("pilot_sd") is not None:
+            sd, seeds = pilot_sd(at_budget, cell["method"], plan["baseline"], HELD_OUT_SCORE)
+            lead = detectable_lead(sd, cell["seeds"], plan["planning_level"], plan["power"])
+            cell = {**cell, "pilot_sd": sd, "pilot_seeds": seeds, "detectable_lead": lead}
+        cells.append({key: _plain(value) for key, value in cell.items()})
+    return resized | {"cells": cells}
 
 
 def _share_out(frame: pd.DataFrame, seconds: float) -> pd.Series:
@@ -166,8 +210,9 @@ def _cell(plan: dict[str, Any], budget: int, method: str) -> dict[str, Any]:
 
 
 def verdicts(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
-    """Per budget and method: the confirmatory runs' mean scores (the method's and the baseline's, on the seeds both
-    ran) and paired lead over the plan's baseline (mean, s.e., seeds), the
+    """Per budget and method: the confirmatory runs' mean scores (the plan's ``score``: the method's and the
+    baseline's, on the seeds both ran) and paired lead over the plan's baseline (mean, s.e., seeds; on a held-out
+    score also the lead on every seed's mean beside it, ``all_seeds_lead``), the
     t-test's p and Holm's adjusted p within the budget's family (all the plan's comparisons; one not run, or not
     finished on all its planned seeds, is not tested and counts as p = 1), the planned detectable lead, and the
     verdict (module docstring). Runs on seeds outside the plan's are ignored."""
@@ -187,6 +232,7 @@ def verdicts(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
                     "budget": trials,
                     "method": method,
                     "label": METHODS[method].label if method in METHODS else method,
+                    "score": plan["score"],
                     "seeds": len(differences),
                     "share": pairs[method].mean(),
                     "baseline_share": pairs[plan["baseline"]].mean(),
@@ -194,6 +240,7 @@ def verdicts(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
                     "lead_se": differences.sem(),
                     "p": float(test.pvalue) if test is not None else np.nan,
                     "planned_detectable_lead": _cell(plan, trials, method)["detectable_lead"],
+                    **_flattering(planned_runs, method, plan),
                 }
             )
         p = np.array([row["p"] for row in family])
@@ -205,6 +252,15 @@ def verdicts(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
         for row, p_holm in zip(family, adjusted, strict=True):
             rows.append(row | {"p_holm": p_holm, "verdict": _verdict(row, p_holm, plan)})
     return pd.DataFrame(rows)
+
+
+def _flattering(runs: pd.DataFrame, method: str, plan: dict[str, Any]) -> dict[str, float]:
+    """Beside a held-out lead, the same lead on the mean of every seed (those the search read too), labelled:
+    ``all_seeds_lead`` and its s.e. (none for another score)."""
+    if plan["score"] != HELD_OUT_SCORE:
+        return {}
+    differences = paired_differences(runs, method, plan["baseline"], SCORE)
+    return {"all_seeds_lead": differences.mean(), "all_seeds_lead_se": differences.sem()}
 
 
 def _verdict(row: dict[str, Any], p_holm: float, plan: dict[str, Any]) -> str:
