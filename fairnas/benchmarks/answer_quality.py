@@ -47,9 +47,8 @@ class Truth:
     def __init__(self, table: pd.DataFrame, objectives: Sequence[str], max_budget: float):
         self.table, self.objectives, self.max_budget = table, tuple(objectives), int(max_budget)
         final = table[table["epoch"] == self.max_budget]
-        self.config_seeds = {
-            identifier: frozenset(int(seed) for seed in seeds) for identifier, seeds in final.groupby("config_id")["seed"]
-        }
+        by_config = final.groupby("config_id")["seed"]
+        self.config_seeds = {identifier: frozenset(int(seed) for seed in seeds) for identifier, seeds in by_config}
         self.seeds = sorted(set().union(*self.config_seeds.values()))
         self.common_seeds = sorted(frozenset.intersection(*self.config_seeds.values()))
         """The seeds every configuration has."""
