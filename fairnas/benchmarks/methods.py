@@ -15,16 +15,21 @@ Every method minimises all objectives through ``run_search``, on the same space,
 - ``botorch``: ``strategy="botorch"``, BoTorch's GP with qLogNEHVI, every trial at the maximum budget;
 - ``<strategy>+final``: the strategy, then the final-selection stage re-trains its best configurations;
 - every strategy of the registry gets both (:func:`strategy_methods`); :data:`VARIANTS` adds other set-ups of SMAC
-  and BoTorch, and BoTorch's own loop outside fairnas (``reference_*``).
+  and BoTorch, and BoTorch's own loop outside fairnas (``reference_*``);
+- ``default``: whatever ``search.py`` runs when given no strategy settings, read from the composed search config
+  (its strategy, that strategy's options, its initial design and its final stage, :func:`shipped`), so it follows
+  the default when the config changes; ``default_search``: the same search without its final stage.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fairnas.search.settings import FinalSettings
 from fairnas.search.strategies import REGISTRY
 
 
@@ -39,6 +44,8 @@ class Method:
     settings: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     final: bool = False
     min_budget_share: float | None = None  # min_budget as a share of the problem's max_budget (None: the problem's)
+    final_settings: FinalSettings | None = None
+    """The method's own final stage (the shipped default's); None: the run's (``--final-top-k``, ``--final-seeds``)."""
 
 
 BENCHMARK_OPTIONS = {"botorch": {"fidelity": "full"}, "smac": {"brackets": None}}
@@ -103,5 +110,47 @@ VARIANTS = {
 }
 """Methods beyond a strategy with its benchmark options. ``reference_*``: BoTorch's own loop outside fairnas
 (:mod:`fairnas.benchmarks.botorch_reference`), on the BoTorch problems only."""
-METHODS = {**strategy_methods(), **VARIANTS}
+SHIPPED = "shipped"
+"""The strategy of the ``default`` methods until :func:`method` reads it from the composed config."""
+SHIPPED_METHODS = {
+    "default": Method("the default, as search.py ships it", SHIPPED, final=True),
+    "default_search": Method("the default without its final stage", SHIPPED),
+}
+METHODS = {**strategy_methods(), **VARIANTS, **SHIPPED_METHODS}
 DEFAULT_METHODS = ("smac", "smac_scratch", "random", "moasha", "nsga2")
+
+
+@functools.cache
+def shipped() -> Method:
+    """What ``search.py`` runs given no strategy settings (``conf/search.yaml`` composed as shipped): its strategy,
+    the strategy-choosing settings (that strategy's options, the initial design), whether promoted configurations
+    continue their checkpoints, and its final stage (none where ``final.seeds`` is 0)."""
+    from fairnas.config import compose_config  # Hydra: composed on first use only
+    from fairnas.search.settings import SearchSettings
+
+    search = compose_config("search", []).search
+    settings = SearchSettings.from_section(search)
+    chosen: dict[str, Any] = {"options": dataclasses.asdict(settings.options)} if settings.options is not None else {}
+    if settings.initial_design_size is not None:
+        chosen["initial_design_size"] = settings.initial_design_size
+    final = settings.final if settings.final.seeds > 0 else None
+    return Method(
+        "search.py's default",
+        settings.strategy,
+        continuing=bool(search["continue_across_fidelities"]),
+        settings=chosen,
+        final=final is not None,
+        final_settings=final,
+    )
+
+
+def method(name: str) -> Method:
+    """The method ``name`` of :data:`METHODS`, the ``default`` ones resolved from the composed config (:func:`shipped`):
+    ``default`` with the shipped final stage, ``default_search`` without it."""
+    spec = METHODS[name]
+    if spec.strategy != SHIPPED:
+        return spec
+    default = shipped()
+    if not spec.final:
+        default = dataclasses.replace(default, final=False, final_settings=None)
+    return dataclasses.replace(default, label=spec.label)

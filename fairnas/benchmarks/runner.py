@@ -28,6 +28,7 @@ import pandas as pd
 
 from fairnas.benchmarks.compute_meter import ComputeBudgetReached, CostMeter, MeteredTarget
 from fairnas.benchmarks.methods import METHODS, Method
+from fairnas.benchmarks.methods import method as resolved
 from fairnas.benchmarks.problems import Problem
 from fairnas.benchmarks.table_target import TableTarget
 from fairnas.io import write_csv_atomic
@@ -52,7 +53,8 @@ def run_method(
     final: FinalSettings = FINAL,
 ) -> pd.DataFrame:
     """One search until ``total_budget`` epochs are consumed; its trials in finishing order with their ``cost`` and
-    ``stage`` (``search``; ``final`` for the final stage's re-training runs). ``settings`` override the problem's
+    ``stage`` (``search``; ``final`` for the final stage's re-training runs; ``final`` is the stage of a method
+    without one of its own, the shipped default's is its own). ``settings`` override the problem's
     ``SearchSettings`` and the method's (e.g. ``eta``; ``bench/smac_defaults.py``), the strategy's ``options`` one
     by one.
 
@@ -65,7 +67,8 @@ def run_method(
     finished = run_dir / "consumed.csv"
     if finished.is_file():
         return pd.read_csv(finished)
-    spec = METHODS[method]
+    spec = resolved(method)
+    final = spec.final_settings or final
     if spec.strategy == "reference":
         trials = _reference_run(problem, method.removeprefix("reference_"), seed, total_budget)
         write_csv_atomic(trials, finished)
@@ -192,7 +195,7 @@ def benchmark(
     if total_budget < problem.max_budget:
         raise ValueError(f"total budget {total_budget:g} is below one max-budget trial ({problem.max_budget:g})")
     if not problem.botorch:
-        skipped = [method for method in methods if METHODS[method].strategy == "reference"]
+        skipped = [method for method in methods if resolved(method).strategy == "reference"]
         if skipped:
             print(f"{problem.name}: {skipped} skipped, they run on the BoTorch problems only", file=sys.stderr)
         methods = [method for method in methods if method not in skipped]
@@ -202,7 +205,9 @@ def benchmark(
             start = time.perf_counter()
             # a method with the final stage keeps the stage's settings in its folder name: runs of other settings
             # are other runs
-            folder = f"{method}@top{final.top_k}x{final.seeds}" if METHODS[method].final else method
+            spec = resolved(method)
+            stage = spec.final_settings or final
+            folder = f"{method}@top{stage.top_k}x{stage.seeds}" if spec.final else method
             run_dir = work_dir / problem.name / folder / f"seed{seed}"
             trials = run_method(problem, method, seed=seed, total_budget=total_budget, run_dir=run_dir, final=final)
             curve = consumed_curve(trials, problem)

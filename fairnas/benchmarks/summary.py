@@ -18,6 +18,7 @@ import pandas as pd
 from fairnas.benchmarks.answer_quality import answer, evaluated, quality
 from fairnas.benchmarks.figure import volume_on_grid
 from fairnas.benchmarks.methods import METHODS
+from fairnas.benchmarks.methods import method as resolved
 from fairnas.benchmarks.problems import Problem
 from fairnas.groups import mean_se
 
@@ -136,7 +137,7 @@ def format_quality(quality_runs: pd.DataFrame, problem: Problem, total_budget: f
         runs = runs.droplevel("method")
         cells = [METHODS[method].label, f"{runs['epochs'].mean():.0f}"]
         cells += [f"{runs[c].mean():.3f} ± {runs[c].sem():.3f}" for c in columns]
-        for other in ("random", method.removesuffix("+final") if METHODS[method].final else None):
+        for other in ("random", method.removesuffix("+final") if resolved(method).final else None):
             compared = other is not None and other != method and other in wide.index
             cells.append(_paired(runs, wide, other, columns) if compared else "")
         cells.append(f"{runs['answer_size'].mean():.1f}")

@@ -110,6 +110,12 @@ class SearchSettings:
         return (*loop, *(name for name, entry in REGISTRY.items() if entry.options is not None), *MOVED)
 
     @classmethod
+    def from_section(cls, section: Mapping[str, Any]) -> SearchSettings:
+        """The loop's settings among the keys of a whole ``search`` config section (which also holds the space, the
+        training overrides and other keys of the command's), checked by :meth:`from_mapping`."""
+        return cls.from_mapping({name: section[name] for name in cls.field_names() if name in section})
+
+    @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any]) -> SearchSettings:
         """Settings from a dict or an OmegaConf node (``search``); unknown, moved or missing keys are named in the
         error. ``search.<strategy>`` becomes ``options``; every other strategy's section present is checked too."""

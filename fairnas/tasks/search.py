@@ -55,9 +55,7 @@ class FaceSearch:
     @classmethod
     def from_mapping(cls, search: Mapping[str, Any]) -> FaceSearch:
         """From ``cfg.search`` (or the same keys in a dict); the loop settings are validated here."""
-        settings = SearchSettings.from_mapping(
-            {name: search[name] for name in SearchSettings.field_names() if name in search}
-        )
+        settings = SearchSettings.from_section(search)
         benchmark = search.get("benchmark")
         if benchmark is not None and benchmark not in _benchmark_problems():
             allowed = sorted(_benchmark_problems())

@@ -82,8 +82,7 @@ def check(study: DictConfig, base: Sequence[str]) -> None:
     """The search settings as ``search.py`` checks them, on faces, and a budget that affords a full trial."""
     settings = search_settings(study)
     try:
-        fields = [name for name in SearchSettings.field_names() if name in settings]
-        values = SearchSettings.from_mapping({name: settings[name] for name in fields})
+        values = SearchSettings.from_section(settings)
         resolve_space_path(settings["space"])
     except (ValueError, FileNotFoundError) as error:
         raise ValueError(f"study.search: {str(error).splitlines()[0]}") from None
