@@ -129,8 +129,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     if args.command == "build":
         work_dir = args.work_dir or REPOSITORY / "outputs" / "tabular" / args.name
-        if (
-            build(
+        try:
+            table = build(
                 args.name,
                 args.overrides,
                 work_dir,
@@ -145,8 +145,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                 top_seeds=args.top_seeds,
                 extends=args.extends,
             )
-            is None
-        ):
+        except ValueError as error:  # a bad table name, extension or setting: refused before its first run
+            parser.error(str(error))
+        if table is None:
             print(f"[table] shard {args.shard[0]}/{args.shard[1]} done; other shards still running")
             return
     if args.command == "landscape":

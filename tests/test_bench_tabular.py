@@ -191,6 +191,25 @@ def test_top_seeds_train_more_seeds_of_the_best_quarter_by_error_only(tabular, t
     }
     with pytest.raises(ValueError, match=r"--top-seeds extends a built table, and .*other.csv is not built yet"):
         module.top_region(tmp_path, "other", [], 2)
+    # a table with a top region keeps it when it is extended again, whatever its new seeds' errors say
+    configs = list(module.grid(load_space(folder / "space.yaml")))
+    assert {config_id(c) for c in module.top_region(tmp_path, "tiny_top", configs, 3)} == best
+
+    def train(cfg):
+        pytest.fail("trained for a table that extends one that does not exist")
+
+    with pytest.raises(ValueError, match=r"--extends nosuch: no built table .*nosuch.json; the tables there: \['tiny'"):
+        module.build(
+            "more",
+            TINY,
+            tmp_path / "runs",
+            train,
+            tables=tmp_path,
+            space_file=folder / "space.yaml",
+            max_budget=2,
+            seeds=3,
+            extends="nosuch",
+        )
 
 
 def test_a_build_that_would_extend_a_table_trained_otherwise_stops_naming_it(tabular, tmp_path):

@@ -45,7 +45,7 @@ from filelock import FileLock
 from omegaconf import DictConfig
 
 from fairnas.benchmarks.surrogate import TOP_SHARE
-from fairnas.benchmarks.tables import TABLES, load_table, true_values
+from fairnas.benchmarks.tables import TABLES, load_table, names, true_values
 from fairnas.config import SPACES_DIR, compose_config
 from fairnas.io import write_csv_atomic, write_json_atomic
 from fairnas.results import machine, source_commit
@@ -140,6 +140,9 @@ def build(
     space = load_space(space_file)
     configs = list(grid(space)) if configs is None else list(configs)
     runs = [(config, seed) for seed in range(seeds) for config in configs]
+    if extends is not None and not (tables / f"{extends}.json").is_file():
+        built = names(tables)
+        raise ValueError(f"--extends {extends}: no built table {tables / extends}.json; the tables there: {built}")
     extends = extends or name
     top = [] if top_seeds is None else top_region(tables, extends, configs, seeds)
     runs += [(config, seed) for seed in range(seeds, top_seeds or 0) for config in top]
@@ -198,12 +201,17 @@ def build(
 def top_region(tables: Path, name: str, configs: Sequence[dict[str, Any]], seeds: int) -> list[dict[str, Any]]:
     """The ``configs`` in the :data:`~fairnas.benchmarks.surrogate.TOP_SHARE` of the built table ``name`` lowest in
     mean validation error at its maximum budget over seeds ``0 .. seeds-1``: the surrogate's top region, chosen from
-    those seeds alone, so runs added there do not move it. Stops with one line when the table is not built."""
+    those seeds alone, so runs added there do not move it. A table that has a top region already (its spec's
+    ``top_region``) keeps it: a region chosen once stays, however many seeds its configurations get later. Stops
+    with one line when the table is not built."""
     if not (tables / f"{name}.csv").is_file():
         raise ValueError(f"--top-seeds extends a built table, and {tables / name}.csv is not built yet")
     table, spec = load_table(name, tables)
-    error = true_values(table, ["error"], spec["max_budget"], seeds=range(seeds))["error"]
-    chosen = set(error.index[error <= error.quantile(TOP_SHARE)])
+    if "top_region" in spec:
+        chosen = set(spec["top_region"]["config_ids"])
+    else:
+        error = true_values(table, ["error"], spec["max_budget"], seeds=range(seeds))["error"]
+        chosen = set(error.index[error <= error.quantile(TOP_SHARE)])
     return [config for config in configs if config_id(config) in chosen]
 
 
