@@ -61,8 +61,7 @@ def strategy_methods() -> dict[str, Method]:
     for name, registration in REGISTRY.items():
         settings = {"options": BENCHMARK_OPTIONS[name]} if name in BENCHMARK_OPTIONS else {}
         methods[name] = Method(registration.title, name, settings=settings)
-        methods[f"{name}+final"] = Method(f"{registration.title} + final stage", name, settings=settings, final=True)
-    return methods
+    return with_final_stage(methods)
 
 
 def smac_options(**options: Any) -> dict[str, Any]:
@@ -73,43 +72,51 @@ def smac_options(**options: Any) -> dict[str, Any]:
 BOTORCH_REFIT5 = {"options": {"fidelity": "full", "refit_every": 5}}
 SMAC = smac_options()
 SMAC_ENDS = smac_options(brackets=(0, -1))
+
+
+def with_final_stage(methods: Mapping[str, Method]) -> dict[str, Method]:
+    """``methods`` and, for each, ``<name>+final``: the same search followed by the final stage."""
+    staged = {
+        f"{name}+final": dataclasses.replace(spec, label=f"{spec.label} + final stage", final=True)
+        for name, spec in methods.items()
+    }
+    return {**methods, **staged}
+
+
 VARIANTS = {
-    "smac_scratch": Method("SMAC, from scratch", "smac", continuing=False, settings=SMAC),
-    "smac_full": Method(
-        "SMAC, every trial at the full budget (no Hyperband)", "smac", settings=SMAC, min_budget_share=1.0
+    **with_final_stage(
+        {
+            "smac_scratch": Method("SMAC, from scratch", "smac", continuing=False, settings=SMAC),
+            "smac_full": Method(
+                "SMAC, every trial at the full budget (no Hyperband)", "smac", settings=SMAC, min_budget_share=1.0
+            ),
+            "smac_half": Method(
+                "SMAC, Hyperband from half the full budget", "smac", settings=SMAC, min_budget_share=0.5
+            ),
+            "smac_ends": Method("SMAC, Hyperband's first and last brackets only", "smac", settings=SMAC_ENDS),
+            "smac_seeds2": Method("SMAC racing 2 seeds (full budget)", "smac", settings=smac_options(n_seeds=2)),
+            "smac_seeds3": Method("SMAC racing 3 seeds (full budget)", "smac", settings=smac_options(n_seeds=3)),
+            "botorch_early_stop": Method(
+                "BoTorch GP, early stopping", "botorch", settings={"options": {"fidelity": "early_stop"}}
+            ),
+            "botorch_momf": Method("BoTorch GP, MOMF", "botorch", settings={"options": {"fidelity": "momf"}}),
+            "botorch_refit5": Method(
+                "BoTorch GP, hyperparameters fitted every 5th suggestion", "botorch", settings=BOTORCH_REFIT5
+            ),
+            **{
+                f"smac_design{size}": Method(
+                    f"SMAC, initial design of {size}", "smac", settings={**SMAC, "initial_design_size": size}
+                )
+                for size in (8, 24)
+            },
+        }
     ),
-    "smac_half": Method("SMAC, Hyperband from half the full budget", "smac", settings=SMAC, min_budget_share=0.5),
-    "smac_ends": Method("SMAC, Hyperband's first and last brackets only", "smac", settings=SMAC_ENDS),
-    "smac_ends+final": Method(
-        "SMAC, Hyperband's first and last brackets + final stage", "smac", settings=SMAC_ENDS, final=True
-    ),
-    "smac_seeds2": Method("SMAC racing 2 seeds (full budget)", "smac", settings=smac_options(n_seeds=2)),
-    "smac_seeds3": Method("SMAC racing 3 seeds (full budget)", "smac", settings=smac_options(n_seeds=3)),
-    "botorch_early_stop": Method(
-        "BoTorch GP, early stopping", "botorch", settings={"options": {"fidelity": "early_stop"}}
-    ),
-    "botorch_momf": Method("BoTorch GP, MOMF", "botorch", settings={"options": {"fidelity": "momf"}}),
-    "botorch_refit5": Method(
-        "BoTorch GP, hyperparameters fitted every 5th suggestion", "botorch", settings=BOTORCH_REFIT5
-    ),
-    "botorch_refit5+final": Method(
-        "BoTorch GP, fitted every 5th + final stage", "botorch", settings=BOTORCH_REFIT5, final=True
-    ),
-    **{
-        f"smac_design{size}{suffix}": Method(
-            f"SMAC, initial design of {size}{label}",
-            "smac",
-            settings={**SMAC, "initial_design_size": size},
-            final=final,
-        )
-        for size in (8, 24)
-        for suffix, label, final in (("", "", False), ("+final", " + final stage", True))
-    },
     "reference_full": Method("plain BoTorch loop, full budget", "reference"),
     "reference_momf": Method("plain BoTorch loop, MOMF", "reference"),
 }
-"""Methods beyond a strategy with its benchmark options. ``reference_*``: BoTorch's own loop outside fairnas
-(:mod:`fairnas.benchmarks.botorch_reference`), on the BoTorch problems only."""
+"""Methods beyond a strategy with its benchmark options, each also with the final stage (``+final``).
+``reference_*``: BoTorch's own loop outside fairnas (:mod:`fairnas.benchmarks.botorch_reference`), on the BoTorch
+problems only."""
 SHIPPED = "shipped"
 """The strategy of the ``default`` methods until :func:`method` reads it from the composed config."""
 SHIPPED_METHODS = {
