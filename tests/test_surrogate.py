@@ -491,3 +491,19 @@ def test_seed_figures_use_only_the_seeds_every_configuration_has():
     assert seed_pair_tau(values[:10]) == pytest.approx(
         np.mean([stats.kendalltau(values[:10, a], values[:10, b]).statistic for a, b in [(0, 1), (0, 2), (1, 2)]])
     )
+
+
+def test_seed_statistics_find_a_planted_shift_and_the_noise_net_of_it():
+    """``seed_statistics`` on runs with a known seed shift (seed 0 lower by 0.05 than seed 1 in every configuration)
+    and a known per-configuration noise (s.d. 0.02): the shift, its sign's share, and the top region's s.d. as it is
+    and net of the shift."""
+    from fairnas.benchmarks.table_report import seed_statistics
+
+    rng = np.random.default_rng(0)
+    truth = np.linspace(0.3, 0.9, 4000)
+    values = truth[:, None] + np.array([-0.025, 0.025]) + 0.02 * rng.standard_normal((4000, 2))
+    figures = seed_statistics(values, values)
+    assert figures["shift"] == pytest.approx(-0.05, abs=0.002) and figures["shift_t"] < -50
+    assert figures["shift_share"] == pytest.approx(stats.norm.cdf(0.05 / (0.02 * np.sqrt(2))), abs=0.02)
+    assert figures["top_net_sd"] == pytest.approx(0.02, rel=0.05)
+    assert figures["top_sd"] == pytest.approx(np.sqrt(0.02**2 + 0.05**2 / 2), rel=0.05)  # the shift counted as noise
