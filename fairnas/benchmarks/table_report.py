@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from fairnas.benchmarks.surrogate import INTERVAL, TOP_SHARE, RunsTable, Surrogate, common_seeds, cross_validate
+from fairnas.benchmarks.surrogate import INTERVAL, RunsTable, Surrogate, common_seeds, cross_validate, seed_statistics
 from fairnas.benchmarks.tables import true_values
 from fairnas.config import SPACES_DIR
 from fairnas.search import load_space
@@ -140,31 +140,6 @@ REALISM_WORLDS = 20
 table in."""
 FRESH_DRAWS = 200
 """How many simulated runs of a configuration give the interval :func:`fresh_coverage` judges a fresh run by."""
-
-
-def seed_statistics(values: np.ndarray, error: np.ndarray) -> dict[str, float]:
-    """The seed figures of one objective's values [configuration, seed] (at one epoch, every seed present), the
-    configurations ranked by ``error`` [configuration, seed]:
-
-    - ``top_sd`` and ``top_net_sd``: the pooled seed s.d. over the :data:`TOP_SHARE` of configurations lowest in mean
-      error, as it is and net of each seed's mean deviation over them (the shift every configuration of the region
-      shares);
-    - ``shift``: the mean over all configurations of seed 0's value minus seed 1's (the first two seed columns),
-      ``shift_t`` its t statistic, ``shift_share`` the share of configurations whose difference has the sign of the
-      mean one."""
-    top = error.mean(axis=1) <= np.quantile(error.mean(axis=1), TOP_SHARE)
-    deviations = values[top] - values[top].mean(axis=1, keepdims=True)
-    n, seeds = deviations.shape
-    net = deviations - deviations.mean(axis=0)
-    difference = values[:, 0] - values[:, 1]
-    shift, se = difference.mean(), difference.std(ddof=1) / np.sqrt(len(difference))
-    return {
-        "top_sd": float(np.sqrt((deviations**2).sum() / (n * (seeds - 1)))),
-        "top_net_sd": float(np.sqrt((net**2).sum() / ((n - 1) * (seeds - 1)))),
-        "shift": float(shift),
-        "shift_t": float(shift / se) if se > 0 else np.nan,
-        "shift_share": float(np.mean(np.sign(difference) == np.sign(shift))),
-    }
 
 
 def simulated_table(surrogate: Surrogate, configs: Sequence[dict], seeds: Sequence[int], world: int) -> np.ndarray:
