@@ -642,3 +642,42 @@ def test_the_surrogate_models_each_configurations_seconds(group_surrogate):
 
 def test_a_table_without_run_seconds_has_no_seconds_to_model(surrogate):
     assert np.isnan(surrogate.seconds(sobol_design(load_space(SPACE), 2))).all()
+
+
+def test_a_neighbour_changes_one_hyperparameter():
+    from fairnas.benchmarks.surrogate_front import GRID, neighbours
+
+    configspace = load_space(SPACE).configspace
+    config = {**LIVE_DEFAULT, "group_alpha": 0.3}
+    found = neighbours(configspace, config)
+    changed = [sorted(key for key in set(config) | set(other) if config.get(key) != other.get(key)) for other in found]
+    assert all(len(keys) == 1 or set(keys) == {"optimizer", "lr_adam", "lr_sgd"} for keys in changed)
+    assert sorted(other["op0"] for other, keys in zip(found, changed, strict=True) if keys == ["op0"]) == [
+        0,
+        1,
+        2,
+        4,
+        5,
+        6,
+        7,
+        8,
+    ]
+    to_sgd = [other for other in found if other["optimizer"] == "sgd"]
+    assert len(to_sgd) == 1 and to_sgd[0]["lr_sgd"] == pytest.approx(np.sqrt(0.09 * 0.8))  # the middle of its range
+    assert sum(keys == ["group_alpha"] for keys in changed) == GRID  # 0.3 is none of the grid's values
+    assert all(config_id(other) != config_id(config) for other in found)
+
+
+def test_the_reference_front_climbs_past_the_sample_it_starts_from(surrogate):
+    """From a small Sobol sample of the generated landscape, one hyperparameter at a time: the front's
+    hypervolume grows round by round and ends above the sample's."""
+    from fairnas.benchmarks.surrogate_front import search_front
+
+    space = load_space(SPACE)
+    start = sobol_design(space, 24, seed=9)
+    reference = (1.0, 30.0)
+    volume, front, history = search_front(
+        lambda configs: surrogate.mean(configs)[:, -1], space.configspace, start, reference
+    )
+    assert history == sorted(history) and volume == history[-1] and volume > 1.05 * history[0]
+    assert len(front) >= 2 and (surrogate.mean(front)[:, -1] < reference).all()
