@@ -242,7 +242,9 @@ def test_every_load_records_the_version_results_cite(blackbox):
     import sklearn
 
     assert version["libraries"]["scikit-learn"] == sklearn.__version__ and "numpy" in version["libraries"]
-    assert len(version["fingerprint"]) == 64 and version["matches_reference"] in (True, False, None)
+    assert len(version["fingerprint"]) == 64 and version["matches_reference"] in (True, False)
+    if version["libraries"]["scikit-learn"] == "1.9.1" and version["libraries"]["numpy"] == "2.4.6":
+        assert version["matches_reference"]  # the fit of the versions docs/blackbox.md was measured with
     assert "\n" not in blackbox.citation and version["table_sha256"][:12] in blackbox.citation
 
 
@@ -301,6 +303,14 @@ def test_the_real_table_refuses_a_configuration_or_seed_it_lacks_in_one_line(rea
     top5 = load_blackbox("dpn_paper_top5", mode="table")
     seeds = [top5.seeds(config) for config in top5.configs()]
     assert sum(len(found) == 5 for found in seeds) == 85 and all(found[:2] == [0, 1] for found in seeds)
+
+
+def test_bench_blackbox_speed_times_every_operation(blackbox):
+    from bench import blackbox_speed
+
+    timings = blackbox_speed.measure(configs=3, refit=False)
+    assert list(timings.columns) == ["wall_ms", "cpu_ms"] and len(timings) == 8 and (timings >= 0).all().all()
+    assert timings.loc["mean, cached configuration", "cpu_ms"] < timings.loc["mean, new configuration", "cpu_ms"]
 
 
 def test_an_unknown_table_is_refused_with_the_tables_there():
