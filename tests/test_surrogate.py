@@ -377,7 +377,14 @@ def test_bench_tabular_surrogate_writes_the_validation_of_each_family(tables, tm
 
     output = tmp_path / "validation.csv"
     argv = ["surrogate", "--name", "generated", "--tables", str(tables), "--families", "forest", "boosting"]
-    tabular.main([*argv, "--group-by", "head", "optimizer", "--folds", "3", "--output", str(output)])
+    realism = tmp_path / "realism.csv"
+    tabular.main(
+        [*argv, "--group-by", "head", "optimizer", "--folds", "3", "--output", str(output), "--worlds", "3"]
+        + ["--realism-output", str(realism)]
+    )
+    figures = pd.read_csv(realism).set_index(["objective", "figure"])
+    assert len(figures) == 10 and figures.loc[("error", "top_sd"), "real"] > 0  # 2 objectives x 5 seed figures
+    assert np.isnan(figures["simulated"]).sum() == 0
     validation = pd.read_csv(output)
     assert validation[["family", "held_out"]].values.tolist() == [
         ["forest", "configuration"],
