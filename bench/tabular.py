@@ -4,7 +4,8 @@
     python bench/tabular.py build --name dpn_showcase_noisy --seeds 5    # resumable: finished runs are read back
     python bench/tabular.py summary --name dpn_showcase_noisy            # size, front, spread of the table
     python bench/tabular.py landscape --name dpn_showcase_noisy          # does the space trade error for disparity?
-    python bench/tabular.py surrogate --name dpn_showcase_noisy --group-by op0 op1 op2   # a surrogate, held out
+    python bench/tabular.py surrogate --name dpn_showcase_noisy --group-by op0 op1 op2   # a surrogate, held out, and
+                                                                       # its runs' seed noise beside the table's
     python bench/tabular.py live-check --name dpn_paper_sampled --studies results/showcase ...  # against real runs
 
 On 2 cores, two single-threaded shards finish sooner than one two-threaded process::
@@ -48,7 +49,7 @@ from fairnas.benchmarks.cli import parse_shard
 from fairnas.benchmarks.design import anchors, renamed, sobol_design
 from fairnas.benchmarks.problems import table_surrogate
 from fairnas.benchmarks.surrogate import FAMILIES
-from fairnas.benchmarks.table_report import landscape, summary, surrogate_validation
+from fairnas.benchmarks.table_report import REALISM_WORLDS, landscape, realism_report, summary, surrogate_validation
 from fairnas.benchmarks.tables import TABLES, load_table
 from fairnas.benchmarks.tabular import MAX_BUDGET, SEEDS, SPACE, build
 from fairnas.io import write_csv_atomic
@@ -100,6 +101,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="surrogate: fit each fold on these shares of its training configurations (a learning curve)",
     )
     parser.add_argument("--repeats", type=int, default=1, help="surrogate: draws of each training fraction below 1")
+    parser.add_argument(
+        "--realism-output", type=Path, help="surrogate: CSV of its runs' seed figures beside the table's (realism)"
+    )
+    parser.add_argument("--worlds", type=int, default=REALISM_WORLDS, help="surrogate: worlds the realism simulates")
     parser.add_argument("--output", type=Path, help="surrogate, live-check: CSV of the validation or the check")
     parser.add_argument("--studies", nargs="+", type=Path, default=[], help="live-check: study.py output folders")
     parser.add_argument(
@@ -117,7 +122,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         if args.output is not None:
             write_csv_atomic(validation, args.output)
-        print(validation.round(3).to_markdown(index=False))
+        print(validation.round(3).to_markdown(index=False), "\n")
+        realism = realism_report(*load_table(args.name, args.tables), args.worlds)
+        if args.realism_output is not None:
+            write_csv_atomic(realism, args.realism_output)
+        print(realism.round(4).to_markdown(index=False))
         return
     if args.command == "live-check":
         checks = live_checks(args)

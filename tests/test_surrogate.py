@@ -94,11 +94,73 @@ def write_table(folder, n_configs: int = 256, seeds: int = 2, name: str = "gener
     (folder / f"{name}.json").write_text(json.dumps(spec))
 
 
+SHARED_EFFECT = 1.5
+"""The generated group table's seed effect, in units of each configuration's own noise: seed 0 lower in every
+channel by this much, seed 1 higher (so the two seeds differ by twice it, as the real tables' seeds 0 and 1 do)."""
+
+
+def write_group_table(folder, n_configs: int = 160, seeds: int = 2, name: str = "groups") -> None:
+    """A table with the groups' columns, as the real tables have them: each group's error and mean rank, the error
+    their mean, the disparities their gaps. The truth: error as :func:`true_mean`'s, the groups' error gap -0.06
+    (the minority worse), a rank gap that crosses 0 with the group sampling (fair near alpha 1.2); every channel's
+    own noise as :func:`true_sd`'s (the gaps' a third of the error's), and the shared seed effect
+    :data:`SHARED_EFFECT`; ``run_seconds`` 40 s plus 20 s per 5x5 operation (6-8)."""
+    space = load_space(SPACE)
+    rng = np.random.default_rng(1)
+    rows = []
+    for config in sobol_design(space, n_configs):
+        error_sd = true_sd(config)[0]
+        rank_gap = 3.0 * (config["group_alpha"] - 1.2) - 0.5
+        seconds = 40.0 + 20.0 * sum(config[f"op{k}"] >= 6 for k in range(3))
+        for seed in range(seeds):
+            shift = SHARED_EFFECT * (2 * seed - 1) if seed < 2 else 0.0
+            for epoch in EPOCHS:
+                error = true_mean(config, epoch)[0] + error_sd * (shift + rng.standard_normal())
+                gap = -0.06 + error_sd / 3 * (shift + rng.standard_normal())
+                ranks = 50.0 + np.array([0.5, -0.5]) * (rank_gap + 0.4 * rng.standard_normal())
+                groups = np.clip([error + gap / 2, error - gap / 2], 0, 1)
+                rows.append(
+                    {
+                        "config_id": config_id(config),
+                        "config": json.dumps(config, sort_keys=True),
+                        "seed": seed,
+                        "epoch": epoch,
+                        **config,
+                        "val/error": groups.mean(),
+                        "val/rank_disparity": abs(ranks[0] - ranks[1]),
+                        "val/disparity": abs(groups[0] - groups[1]),
+                        "val/error/g0": groups[0],
+                        "val/error/g1": groups[1],
+                        "val/rank/g0": ranks[0],
+                        "val/rank/g1": ranks[1],
+                        "run_seconds": seconds + rng.normal(0, 2),
+                    }
+                )
+    pd.DataFrame(rows).to_csv(folder / f"{name}.csv", index=False)
+    spec = {
+        "space": "searchspaces/dpn_paper_group_sampling.yaml",
+        "objectives": ["error", "rank_disparity"],
+        "max_budget": 4,
+        "seeds": list(range(seeds)),
+    }
+    (folder / f"{name}.json").write_text(json.dumps(spec))
+
+
 @pytest.fixture(scope="module")
 def tables(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tables")
     write_table(folder)
+    write_group_table(folder)
     return folder
+
+
+GROUP_OBJECTIVES = ("error", "rank_disparity", "disparity", "error/g0", "error/g1")
+
+
+@pytest.fixture(scope="module")
+def group_surrogate(tables):
+    runs = RunsTable.of(load_table("groups", tables)[0], GROUP_OBJECTIVES)
+    return runs, Surrogate.fit(load_space(SPACE), runs)
 
 
 @pytest.fixture(scope="module")
@@ -315,7 +377,14 @@ def test_bench_tabular_surrogate_writes_the_validation_of_each_family(tables, tm
 
     output = tmp_path / "validation.csv"
     argv = ["surrogate", "--name", "generated", "--tables", str(tables), "--families", "forest", "boosting"]
-    tabular.main([*argv, "--group-by", "head", "optimizer", "--folds", "3", "--output", str(output)])
+    realism = tmp_path / "realism.csv"
+    tabular.main(
+        [*argv, "--group-by", "head", "optimizer", "--folds", "3", "--output", str(output), "--worlds", "3"]
+        + ["--realism-output", str(realism)]
+    )
+    figures = pd.read_csv(realism).set_index(["objective", "figure"])
+    assert len(figures) == 10 and figures.loc[("error", "top_sd"), "real"] > 0  # 2 objectives x 5 seed figures
+    assert np.isnan(figures["simulated"]).sum() == 0
     validation = pd.read_csv(output)
     assert validation[["family", "held_out"]].values.tolist() == [
         ["forest", "configuration"],
@@ -491,3 +560,131 @@ def test_seed_figures_use_only_the_seeds_every_configuration_has():
     assert seed_pair_tau(values[:10]) == pytest.approx(
         np.mean([stats.kendalltau(values[:10, a], values[:10, b]).statistic for a, b in [(0, 1), (0, 2), (1, 2)]])
     )
+
+
+def test_seed_statistics_find_a_planted_shift_and_the_noise_net_of_it():
+    """``seed_statistics`` on runs with a known seed shift (seed 0 lower by 0.05 than seed 1 in every configuration)
+    and a known per-configuration noise (s.d. 0.02): the shift, its sign's share, and the top region's s.d. as it is
+    and net of the shift."""
+    from fairnas.benchmarks.surrogate import seed_statistics
+
+    rng = np.random.default_rng(0)
+    truth = np.linspace(0.3, 0.9, 4000)
+    values = truth[:, None] + np.array([-0.025, 0.025]) + 0.02 * rng.standard_normal((4000, 2))
+    figures = seed_statistics(values, values)
+    assert figures["shift"] == pytest.approx(-0.05, abs=0.002) and figures["shift_t"] < -50
+    assert figures["shift_share"] == pytest.approx(stats.norm.cdf(0.05 / (0.02 * np.sqrt(2))), abs=0.02)
+    assert figures["top_net_sd"] == pytest.approx(0.02, rel=0.05)
+    assert figures["top_sd"] == pytest.approx(np.sqrt(0.02**2 + 0.05**2 / 2), rel=0.05)  # the shift counted as noise
+
+
+def test_a_table_with_the_groups_columns_is_modelled_by_its_channels(group_surrogate):
+    """Error, the groups' error gap and the signed rank gap; each objective derived from them."""
+    runs, surrogate = group_surrogate
+    assert surrogate.modelled.channels == ("error", "error_gap", "rank_gap")
+    kinds = [derivation.kind for derivation in surrogate.modelled.derivations]
+    assert kinds == ["mean", "absolute", "gap", "g0", "g1"]
+    channels, objectives = runs.channels[0, 1, 2], runs.values[0, 1, 2]  # configuration 0, seed 1, epoch 3
+    assert channels[0] == objectives[0] and channels[1] == pytest.approx(objectives[3] - objectives[4])
+    assert abs(channels[2]) == pytest.approx(objectives[1])
+    assert runs.seconds is not None and runs.seconds.shape == (160, 2)
+
+
+def test_the_surrogate_recovers_a_planted_shared_seed_effect_and_the_noise_net_of_it(group_surrogate):
+    """The table's two seeds differ by twice :data:`SHARED_EFFECT` in every configuration's own noise: the surrogate
+    finds seed 0 lower in error and error gap, not in the rank gap; the configurations' own noise without the shift
+    (the seeds' s.d. with it is 1.8x); and in its simulated worlds the two seeds of a world differ, in every
+    configuration alike, by about as much as the table's did."""
+    runs, surrogate = group_surrogate
+    effects = surrogate.noise.effects.reshape(2, 4, 3)[:, -1]  # [seed, channel] at epoch 4
+    assert (effects[0, :2] < -1.0).all() and (effects[1, :2] > 1.0).all() and abs(effects[0, 2]) < 0.3
+    configs = runs.configs[:60]
+    own = surrogate.channel_moments(configs)[1][:, -1, 0]
+    truth = np.array([true_sd(config)[0] for config in configs])
+    assert 0.7 < np.median(own / truth) < 1.2  # net of the shift, not 1.8x
+    shifts, shares = [], []
+    for world in range(12):
+        runs_0, runs_1 = (
+            np.array([surrogate.sample(config, seed, world)[-1, 0] for config in configs]) for seed in (0, 1)
+        )
+        difference = (runs_0 - runs_1) / truth
+        shifts.append(difference.mean())
+        shares.append(np.mean(np.sign(difference) == np.sign(difference.mean())))
+    planted = 2 * SHARED_EFFECT  # seed 0 minus seed 1 in the table, in units of the own noise
+    assert 0.6 * planted < np.sqrt(np.mean(np.square(shifts))) < 1.5 * planted
+    assert np.mean(shares) > 0.7  # one world's seed moves nearly every configuration the same way
+
+
+def test_the_mean_is_the_expectation_of_a_run_and_a_run_keeps_the_tables_identities(group_surrogate):
+    """Every objective of :meth:`Surrogate.mean` within 3.5 s.e. of the average of 2,000 simulated runs (each seed
+    its own shared effect), for configurations that include a fair one (rank gap near 0, where rank disparity is
+    a folded normal's) and one near chance (error clipped at 1); in every run error is the mean of the groups'
+    errors and disparity their gap, exactly."""
+    runs, surrogate = group_surrogate
+    space = load_space(SPACE)
+    fair = {"op0": 0, "op1": 0, "op2": 0, "head": "cosface", "optimizer": "adam", "lr_adam": 3e-3, "group_alpha": 1.37}
+    poor = {"op0": 8, "op1": 8, "op2": 8, "head": "magface", "optimizer": "sgd", "lr_sgd": 0.09, "group_alpha": 0.0}
+    configs = [fair, poor, *sobol_design(space, 3, seed=11)]
+    assert abs(surrogate.channel_moments([fair])[0][0, -1, 2]) < surrogate.channel_moments([fair])[1][0, -1, 2]
+    draws = np.array([[surrogate.sample(config, seed, world=0) for seed in range(2000)] for config in configs])
+    mean, se = draws.mean(axis=1), draws.std(axis=1) / np.sqrt(2000)
+    expected = surrogate.mean(configs)
+    assert (np.abs(mean - expected) <= 3.5 * se + 1e-12).all(), np.abs(mean - expected) / se
+    error, disparity, groups = draws[..., 0], draws[..., 2], draws[..., 3:]
+    assert np.array_equal(error, groups.mean(axis=-1))
+    assert np.array_equal(disparity, np.abs(groups[..., 0] - groups[..., 1]))
+    assert np.allclose(expected[..., 0], expected[..., 3:].mean(axis=-1), rtol=0, atol=1e-12)  # linear: exact
+    sd = surrogate.noise_sd(configs)
+    assert np.allclose(sd, draws.std(axis=1), rtol=0.1, atol=1e-4)
+
+
+def test_the_surrogate_models_each_configurations_seconds(group_surrogate):
+    """Configurations the table does not hold: their seconds follow the planted cost of the 5x5 operations."""
+    runs, surrogate = group_surrogate
+    configs = sobol_design(load_space(SPACE), 40, seed=5)
+    truth = np.array([40.0 + 20.0 * sum(config[f"op{k}"] >= 6 for k in range(3)) for config in configs])
+    predicted = surrogate.seconds(configs)
+    assert np.corrcoef(predicted, truth)[0, 1] > 0.8 and np.abs(predicted - truth).mean() < 8  # truth: 40 to 100
+
+
+def test_a_table_without_run_seconds_has_no_seconds_to_model(surrogate):
+    assert np.isnan(surrogate.seconds(sobol_design(load_space(SPACE), 2))).all()
+
+
+def test_a_neighbour_changes_one_hyperparameter():
+    from fairnas.benchmarks.surrogate_front import GRID, neighbours
+
+    configspace = load_space(SPACE).configspace
+    config = {**LIVE_DEFAULT, "group_alpha": 0.3}
+    found = neighbours(configspace, config)
+    changed = [sorted(key for key in set(config) | set(other) if config.get(key) != other.get(key)) for other in found]
+    assert all(len(keys) == 1 or set(keys) == {"optimizer", "lr_adam", "lr_sgd"} for keys in changed)
+    assert sorted(other["op0"] for other, keys in zip(found, changed, strict=True) if keys == ["op0"]) == [
+        0,
+        1,
+        2,
+        4,
+        5,
+        6,
+        7,
+        8,
+    ]
+    to_sgd = [other for other in found if other["optimizer"] == "sgd"]
+    assert len(to_sgd) == 1 and to_sgd[0]["lr_sgd"] == pytest.approx(np.sqrt(0.09 * 0.8))  # the middle of its range
+    assert sum(keys == ["group_alpha"] for keys in changed) == GRID  # 0.3 is none of the grid's values
+    assert all(config_id(other) != config_id(config) for other in found)
+
+
+def test_the_reference_front_climbs_past_the_sample_it_starts_from(surrogate):
+    """From a small Sobol sample of the generated landscape, one hyperparameter at a time: the front's
+    hypervolume grows round by round and ends above the sample's."""
+    from fairnas.benchmarks.surrogate_front import search_front
+
+    space = load_space(SPACE)
+    start = sobol_design(space, 24, seed=9)
+    reference = (1.0, 30.0)
+    volume, front, history = search_front(
+        lambda configs: surrogate.mean(configs)[:, -1], space.configspace, start, reference
+    )
+    assert history == sorted(history) and volume == history[-1] and volume > 1.05 * history[0]
+    assert len(front) >= 2 and (surrogate.mean(front)[:, -1] < reference).all()

@@ -10,11 +10,14 @@ command, so a problem's target is a look-up or a formula and its cost a simulate
   :mod:`~fairnas.benchmarks.table_target`, a search target of noisy look-ups; :mod:`~fairnas.benchmarks.tabular`,
   how a table is built; :mod:`~fairnas.benchmarks.table_report`, what it holds.
 - :mod:`~fairnas.benchmarks.surrogate`: a surrogate fitted to a table (predicted means and seed noise of any
-  configuration of its space), how it is validated on held-out configurations; its search target and truth,
-  :mod:`~fairnas.benchmarks.surrogate_target`; :mod:`~fairnas.benchmarks.design`, the space-filling design a table of
-  a large space trains.
-- :mod:`~fairnas.benchmarks.blackbox`: the surrogate benchmark as a blackbox for anyone's optimiser
-  (docs/blackbox.md); :mod:`~fairnas.benchmarks.syne_tune_blackbox`, its adapter to Syne Tune's simulator.
+  configuration of its space, the seed effect shared by a seed's runs, each configuration's seconds), how it is
+  validated on held-out configurations; :mod:`~fairnas.benchmarks.surrogate_metrics`, what it models of a table and
+  how the objectives follow from it, with their exact expectations; its search target and truth,
+  :mod:`~fairnas.benchmarks.surrogate_target`; :mod:`~fairnas.benchmarks.surrogate_front`, the reference front its
+  search problem scores against; :mod:`~fairnas.benchmarks.design`, the space-filling design a table of a large
+  space trains.
+- :mod:`~fairnas.benchmarks.blackbox`: the surrogate benchmark, or a table's own runs, as a blackbox for anyone's
+  optimiser (docs/blackbox.md); :mod:`~fairnas.benchmarks.syne_tune_blackbox`, its adapter to Syne Tune's simulator.
 - :mod:`~fairnas.benchmarks.compute_meter`: consumed epochs per call, and the stop at a consumed budget.
 - :mod:`~fairnas.benchmarks.problems` and :mod:`~fairnas.benchmarks.methods`: the registries by name.
 - :mod:`~fairnas.benchmarks.runner`: a method on a problem until a consumed budget.

@@ -5,7 +5,8 @@ the table used (issue 45, item 6; docs/search_benchmark.md, "Live searches re-ju
 For every study, model and objective: the measured mean over the fresh seeds and its standard error, the surrogate's
 predicted mean and seed s.d. at the last epoch; z, the measured mean's distance from the prediction in units of the
 s.e. an n-seed mean would have under the predicted noise (the mean model's error, which grows in z with the seeds);
-and the run coverage, the share of the fresh runs inside the 90 % interval a simulated run is drawn from. For
+and the run coverage, the share of the fresh runs inside the central 90 % interval of simulated runs
+(:meth:`~fairnas.benchmarks.surrogate.Surrogate.interval`; a run's rank disparity is not normal). For
 the searched answer minus the default model, paired by seed: the measured difference and its s.e. beside the
 predicted one (the difference of the predicted means), whether the two agree in sign (the surrogate's verdict on "the
 search beat the default") and whether the prediction lies inside the measured difference's 95 % t-interval, judged
@@ -22,7 +23,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from fairnas.benchmarks.surrogate import INTERVAL, Surrogate
 from fairnas.groups import mean_se
@@ -73,15 +73,18 @@ def live_check(
 
 
 def _predicted(surrogate: Surrogate, config: Mapping[str, Any]) -> np.ndarray:
-    """[mean or s.d., objective] at the surrogate's last epoch."""
-    return np.stack([surrogate.mean([config])[0, -1], surrogate.noise_sd([config])[0, -1]])
+    """[mean, s.d., the simulated runs' interval's lower and upper end; objective] at the surrogate's last epoch."""
+    low, high = surrogate.interval([config], INTERVAL)
+    return np.stack([surrogate.mean([config])[0, -1], surrogate.noise_sd([config])[0, -1], low[0, -1], high[0, -1]])
 
 
-def _model_row(study: str, model: str, column: str, values: pd.Series, predicted: float, sd: float) -> dict[str, Any]:
+def _model_row(
+    study: str, model: str, column: str, values: pd.Series, predicted: float, sd: float, low: float, high: float
+) -> dict[str, Any]:
     values = values.dropna()
     n, (mean, se) = len(values), mean_se(values)
     z = (mean - predicted) / (sd / np.sqrt(n)) if n else np.nan
-    inside = abs(values - predicted) <= stats.norm.ppf(0.5 + INTERVAL / 2) * sd
+    inside = (values >= low) & (values <= high)
     coverage = float(inside.mean()) if n else np.nan
     return {
         "study": study,

@@ -8,10 +8,10 @@ runs its own schedulers (ASHA, MO-ASHA, ...) on it, as it runs NAS-Bench-201 or 
   samples every hyperparameter; a configuration's inactive ones (``lr_sgd`` under Adam) are dropped before the query.
 - **Fidelity.** ``epoch``, the blackbox's epochs: a scheduler's ``time_attr``/``resource_attr`` and ``max_t``.
 - **Objectives.** Every objective of the blackbox (``val/error``, ``val/rank_disparity``, ...) plus
-  :data:`ELAPSED_TIME`, the simulated seconds since the run started: epoch x the table's median seconds per epoch
-  (:attr:`FairnessBlackbox.epoch_seconds`, about 14 s), the same for every configuration. The table's per-run seconds
-  vary with the operations (31-155 s a run), but a model of them would order the simulator's events, not the
-  objectives; pass ``elapsed_time_attr=ELAPSED_TIME`` to the backend.
+  :data:`ELAPSED_TIME`, the simulated seconds since the run started: the configuration's own training seconds up to
+  that epoch (:meth:`FairnessBlackbox.cost`, modelled from the table's runs, which took 31-155 s with the
+  operations), so the simulator's clock orders events as real training would; pass ``elapsed_time_attr=ELAPSED_TIME``
+  to the backend.
 - **Seed.** The training seed of every run is the backend's ``seed`` where given, else this blackbox's ``seed``
   (default 0): one run per configuration, the same for every scheduler, so schedulers compare paired.
 
@@ -76,16 +76,13 @@ class SyneTuneBlackbox(Blackbox):
         seed = self.seed if seed is None else seed
         if fidelity is not None:
             epoch = fidelity[self.fairness.fidelity_name]
-            return {**self.fairness.query(config, epoch, seed), ELAPSED_TIME: self._elapsed(epoch)}
+            return {**self.fairness.query(config, epoch, seed), ELAPSED_TIME: self.fairness.cost(config, epoch, seed)}
         return np.array(
             [
-                [*self.fairness.query(config, epoch, seed).values(), self._elapsed(epoch)]
+                [*self.fairness.query(config, epoch, seed).values(), self.fairness.cost(config, epoch, seed)]
                 for epoch in self.fidelity_values
             ]
         )
-
-    def _elapsed(self, epoch: float) -> float:
-        return float(epoch) * self.fairness.epoch_seconds
 
 
 def syne_tune_space(configspace: ConfigurationSpace) -> dict[str, Any]:

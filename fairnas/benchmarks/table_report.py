@@ -1,6 +1,7 @@
 """What a tabular benchmark holds: its size, front and seed noise (:func:`summary`), whether its space trades
-error against rank disparity (:func:`landscape`), and how well a surrogate fitted to it predicts held-out
-configurations (:func:`surrogate_validation`); ``python bench/tabular.py summary|landscape|surrogate`` prints them."""
+error against rank disparity (:func:`landscape`), how well a surrogate fitted to it predicts held-out
+configurations (:func:`surrogate_validation`), and whether the surrogate's simulated runs look like the table's real
+ones (:func:`surrogate_realism`); ``python bench/tabular.py summary|landscape|surrogate`` prints them."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from fairnas.benchmarks.surrogate import RunsTable, cross_validate
+from fairnas.benchmarks.surrogate import INTERVAL, RunsTable, Surrogate, common_seeds, cross_validate, seed_statistics
 from fairnas.benchmarks.tables import true_values
 from fairnas.config import SPACES_DIR
 from fairnas.search import load_space
@@ -132,3 +133,94 @@ def surrogate_validation(
                 }
             )
     return pd.DataFrame(rows)
+
+
+REALISM_WORLDS = 20
+"""How many worlds (:meth:`~fairnas.benchmarks.surrogate.Surrogate.sample`) :func:`surrogate_realism` simulates the
+table in."""
+FRESH_DRAWS = 200
+"""How many simulated runs of a configuration give the interval :func:`fresh_coverage` judges a fresh run by."""
+
+
+def simulated_table(surrogate: Surrogate, configs: Sequence[dict], seeds: Sequence[int], world: int) -> np.ndarray:
+    """[configuration, seed, epoch, objective]: the surrogate's runs of ``configs`` with ``seeds`` in ``world``."""
+    return np.array([[surrogate.sample(config, seed, world) for seed in seeds] for config in configs])
+
+
+def surrogate_realism(
+    surrogate: Surrogate, runs: RunsTable, worlds: int = REALISM_WORLDS, epoch: int | None = None
+) -> pd.DataFrame:
+    """Do the surrogate's runs look like the table's? :func:`seed_statistics` of every objective at ``epoch``
+    (default the last) over the seeds every configuration has, for the table (``real``) and for the same
+    configurations and seeds simulated in each of ``worlds`` worlds (``simulated``: the mean over the worlds, with
+    their s.d.; the shift as its root mean square over the worlds, the t statistic and the share as their means of
+    absolute values). One row per objective and figure. The surrogate may be fitted to ``runs`` itself: the figures
+    ask whether the benchmark's own runs look like the runs it was built from."""
+    seeds = common_seeds(runs.values[:, :, -1, 0])
+    column = runs.epochs.index(epoch if epoch is not None else runs.epochs[-1])
+    real = runs.values[:, seeds, column]
+    error = runs.objectives.index("error")
+    simulated = [
+        simulated_table(surrogate, runs.configs, [runs.seeds[s] for s in seeds], world)[:, :, column]
+        for world in range(worlds)
+    ]
+    rows = []
+    for k, name in enumerate(runs.objectives):
+        measured = seed_statistics(real[:, :, k], real[:, :, error])
+        drawn = pd.DataFrame([seed_statistics(table[:, :, k], table[:, :, error]) for table in simulated])
+        for figure, value in measured.items():
+            if figure == "shift":
+                typical, spread = float(np.sqrt((drawn[figure] ** 2).mean())), float(drawn[figure].abs().std())
+            elif figure == "shift_t":
+                value, typical, spread = abs(value), float(drawn[figure].abs().mean()), float(drawn[figure].abs().std())
+            else:
+                typical, spread = float(drawn[figure].mean()), float(drawn[figure].std())
+            rows.append(
+                {"objective": name, "figure": figure, "real": value, "simulated": typical, "simulated_sd": spread}
+            )
+    return pd.DataFrame(rows)
+
+
+def fresh_coverage(surrogate: Surrogate, runs: RunsTable, draws: int = FRESH_DRAWS, world: int = 0) -> pd.DataFrame:
+    """The share of the table's runs on seeds the surrogate was not fitted on (``runs``: those runs alone, e.g. the
+    top region's extra seeds of ``dpn_paper_top5`` beside a surrogate fitted to ``dpn_paper_sampled``) inside the
+    central :data:`INTERVAL` interval of ``draws`` simulated runs of their configuration (seeds from 10,000 in
+    ``world``), per objective at the last epoch: the coverage of fresh real runs. One row per objective."""
+    rows = []
+    present = ~np.isnan(runs.values[:, :, -1, 0])
+    simulated = simulated_table(surrogate, runs.configs, range(10_000, 10_000 + draws), world)[:, :, -1]
+    low, high = np.quantile(simulated, [(1 - INTERVAL) / 2, (1 + INTERVAL) / 2], axis=1)  # [configuration, objective]
+    for k, name in enumerate(runs.objectives):
+        fresh = runs.values[:, :, -1, k]
+        inside = (fresh >= low[:, None, k]) & (fresh <= high[:, None, k])
+        rows.append({"objective": name, "fresh_runs": int(present.sum()), "coverage": float(inside[present].mean())})
+    return pd.DataFrame(rows)
+
+
+def realism_report(table: pd.DataFrame, spec: dict, worlds: int = REALISM_WORLDS) -> pd.DataFrame:
+    """:func:`surrogate_realism` of the table's surrogate (:func:`~fairnas.benchmarks.problems.table_surrogate`, on
+    its spec's objectives) against the table itself and, where the table has seeds beyond those every
+    configuration has (a top region's), :func:`fresh_coverage` of those runs by the surrogate fitted without them
+    (rows ``figure == "fresh_coverage"``; ``real`` is the coverage, ``simulated`` the interval's nominal one)."""
+    from fairnas.benchmarks.problems import table_surrogate  # problems imports this module's neighbours
+
+    _, runs, surrogate = table_surrogate(table, spec)
+    report = [surrogate_realism(surrogate, runs, worlds)]
+    common = [runs.seeds[s] for s in common_seeds(runs.values[:, :, -1, 0])]
+    if len(common) < len(runs.seeds):
+        fitted = table_surrogate(table[table["seed"].isin(common)], spec)[2]
+        fresh_runs = RunsTable.of(table[~table["seed"].isin(common)], spec["objectives"])
+        coverage = fresh_coverage(fitted, fresh_runs)
+        report.append(
+            pd.DataFrame(
+                {
+                    "objective": coverage["objective"],
+                    "figure": "fresh_coverage",
+                    "real": coverage["coverage"],
+                    "simulated": INTERVAL,
+                    "simulated_sd": np.nan,
+                    "runs": coverage["fresh_runs"],
+                }
+            )
+        )
+    return pd.concat(report, ignore_index=True)
