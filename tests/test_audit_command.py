@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from fairnas.audits.base import AuditData
-from fairnas.audits.identification import PixelPipeline, cap_per_group, enrol_gallery
+from fairnas.audits.gallery import PixelPipeline, cap_per_group, enrol_gallery
 from fairnas.config import compose_config
 from fairnas.tasks.audit import audit
 from fairnas.training.build import load_run

@@ -224,7 +224,7 @@ def callers(event) -> list[str]:
 
 
 def test_a_training_step_reads_nothing_back_from_the_device(tiny_config, tmp_path):
-    # what a GPU step must not do: each read stalls the host until the GPU has caught up (issue 44's profile)
+    # what a GPU step must not do: each read stalls the host until the GPU has caught up
     from fairnas.training.build import build_model
 
     module, data = build_model(tiny_config("data.batch_size=8", "logger=none"))

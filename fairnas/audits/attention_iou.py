@@ -33,7 +33,7 @@ from torch import nn
 from torchvision.transforms import InterpolationMode, v2
 
 from fairnas.audits.base import AuditData, AuditResult, progress
-from fairnas.audits.identification import PixelPipeline, cap_per_group, embed_arrays, enrol_gallery
+from fairnas.audits.gallery import PixelPipeline, cap_per_group, embed_arrays, enrol_gallery
 from fairnas.data.masks import (
     LANDMARK_COLUMNS,
     MASK_COLUMN,

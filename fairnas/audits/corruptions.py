@@ -26,7 +26,7 @@ from omegaconf import DictConfig
 
 from fairnas.audits.base import AuditData, AuditedModel, AuditResult, progress, settings_with_defaults
 from fairnas.audits.corruption_compat import CORRUPTIONS, corrupt
-from fairnas.audits.identification import PixelPipeline, embed_arrays, enrol_gallery
+from fairnas.audits.gallery import PixelPipeline, embed_arrays, enrol_gallery
 from fairnas.audits.statistics import KRUSKAL, odds_ratios, scoped_tests, unit_means
 from fairnas.groups import by_group, mean_se_by_group
 from fairnas.validation import Settings, is_integer

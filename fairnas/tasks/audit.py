@@ -26,11 +26,11 @@ from fairnas.audits import AUDITS, audit_module
 from fairnas.audits.base import AuditData
 from fairnas.data import FaceDataModule
 from fairnas.data.table import SPLITS
-from fairnas.html_report import Section, write_report
+from fairnas.html_report import PageSection, write_report
 from fairnas.io import write_json_atomic
-from fairnas.reporting import Report, resolve_device
+from fairnas.reporting import Report
 from fairnas.tasks.cli import hydra_command
-from fairnas.training.build import Run, load_run
+from fairnas.training.build import Run, load_run, resolve_device
 from fairnas.validation import is_number
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ def audit(cfg: DictConfig) -> dict:
             write_json_atomic(output_dir / name / "summary.json", record)
             report.metrics(_scalars(result.summary, f"audit/{name}"))
             summary["audits"][name] = record
-            sections.append(Section(name, AUDITS[name], (result.finding,), tables, figures, seconds))
+            sections.append(PageSection(name, AUDITS[name], (result.finding,), tables, figures, seconds))
             log.info("%s (%.0f s): %s", name, seconds, result.finding)
         write_json_atomic(output_dir / "summary.json", summary)
         page = write_report(

@@ -1,10 +1,11 @@
 """A run: how a training config becomes a model and its data, and how a finished run comes back.
 
 ``build_model(cfg)`` wires a composed training config to objects (the only place that does). ``load_run(path)`` is
-the one way to rebuild a trained run: every checkpoint that ``train`` writes carries the run's resolved config
-(``hyper_parameters["config"]``), so the checkpoint alone gives the model, its weights (loaded with
-``weights_only=True``: a checkpoint cannot run code) and its data split. A run that started from another run's
-weights (``init_from``, e.g. SensitiveNets) holds those weights itself and does not need the other run again.
+the one way to rebuild a trained run (``resolve_device`` says where it goes): every checkpoint that ``train`` writes
+carries the run's resolved config (``hyper_parameters["config"]``), so the checkpoint alone gives the model, its
+weights (loaded with ``weights_only=True``: a checkpoint cannot run code) and its data split. A run that started from
+another run's weights (``init_from``, e.g. SensitiveNets) holds those weights itself and does not need the other run
+again.
 """
 
 from __future__ import annotations
@@ -165,6 +166,14 @@ def check_partial(factory: Any, key: str) -> Any:
         except TypeError as error:
             raise ValueError(f"{key}: {factory.func.__qualname__} {error}") from None
     return factory
+
+
+def resolve_device(name: str) -> torch.device:
+    """Where a loaded run goes (evaluate's and audit's ``device``): ``auto`` is the first CUDA device when there is
+    one, else the CPU; any other name is taken as given."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
 
 
 def load_run(
