@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
+from fairnas.audits import AUDITS
 from fairnas.audits.base import AuditData
 from fairnas.audits.gallery import PixelPipeline, cap_per_group, enrol_gallery
 from fairnas.config import compose_config
@@ -83,23 +84,26 @@ def test_cap_per_group_is_seeded_and_keeps_small_groups_whole():
     assert (cap_per_group(rows, groups, None, seed=1) == rows).all()
 
 
-def test_every_audit_runs_through_the_command_into_one_report(trained_run, tmp_path):
-    names = ["corruptions", "ood", "icon2", "fairness_indicators", "attention_iou", "linear_probe"]
+CHEAP = {
+    "corruptions": ["corruptions=[contrast,gaussian_noise]", "severities=[0,3]"],
+    "ood": ["mutations=[yaw,zoom]"],
+    "icon2": ["n_bootstrap=20"],
+    "fairness_indicators": ["ks=[5]", "n_bootstrap=20"],
+    "attention_iou": ["n_bootstrap=20"],
+    "robustness_bias": ["methods=[linear]", "max_probes=20"],
+}
+"""Smaller settings of the audits whose defaults are slow on a CPU (an audit not here runs with its defaults)."""
+
+
+def test_the_cheap_settings_are_of_registered_audits():
+    assert sorted(set(CHEAP) - set(AUDITS)) == []
+
+
+def test_every_registered_audit_runs_through_the_command_into_one_report(trained_run, tmp_path):
+    names = list(AUDITS)
+    cheap = [f"{name}.{override}" for name in names for override in CHEAP.get(name, [])]
     cfg = compose_config(
-        "audit",
-        [
-            f"ckpt={trained_run}",
-            "logger=csv",
-            f"audits=[{','.join(names)}]",
-            "corruptions.corruptions=[contrast,gaussian_noise]",
-            "corruptions.severities=[0,3]",
-            "ood.mutations=[yaw,zoom]",
-            "icon2.n_bootstrap=20",
-            "fairness_indicators.ks=[5]",
-            "fairness_indicators.n_bootstrap=20",
-            "attention_iou.n_bootstrap=20",
-        ],
-        output_dir=tmp_path,
+        "audit", [f"ckpt={trained_run}", "logger=csv", f"audits=[{','.join(names)}]", *cheap], output_dir=tmp_path
     )
     summary = audit(cfg)
     assert list(summary["audits"]) == names
@@ -107,6 +111,7 @@ def test_every_audit_runs_through_the_command_into_one_report(trained_run, tmp_p
     for name in names:
         assert f"id='{name}'" in page and (tmp_path / name / "summary.json").is_file()
         assert summary["audits"][name]["finding"]
+        assert AUDITS[name].question in page
     assert page.count("data:image/png;base64,") >= 8
     records = pd.read_csv(tmp_path / "corruptions" / "records.csv")
     assert (records[records["severity"] == 0]["consistent"] == 1).all()

@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from matplotlib.figure import Figure
 from omegaconf import DictConfig
 
-from fairnas.audits.base import AuditData, AuditResult, progress, settings_with_defaults
+from fairnas.audits.base import Audit, AuditData, AuditResult, progress, register, settings_with_defaults
 from fairnas.audits.gallery import PixelPipeline, embed_arrays, enrol_gallery
 from fairnas.groups import by_group, difference, mean_se
 from fairnas.validation import Settings, is_integer, is_number
@@ -639,3 +639,14 @@ def _sweep_figure(association: pd.DataFrame, order: list[str], threshold: float 
             axis.axvline(threshold, color="grey", linewidth=1)
         axis.legend(fontsize="x-small")
     return figure
+
+
+register(
+    Audit(
+        "fairness_indicators",
+        "how strongly the embedding encodes the group: retrieval indicators (Fairness Indicators)",
+        audit,
+        check=check_config,
+        title="Fairness Indicators",
+    )
+)

@@ -36,7 +36,7 @@ from matplotlib.figure import Figure
 from omegaconf import DictConfig, OmegaConf
 from scipy import sparse
 
-from fairnas.audits.base import AuditData, AuditResult, progress, settings_with_defaults
+from fairnas.audits.base import Audit, AuditData, AuditResult, progress, register, settings_with_defaults
 from fairnas.audits.gallery import PixelPipeline, enrol_gallery
 from fairnas.data.masks import LANDMARK_COLUMNS, MASK_COLUMN
 from fairnas.validation import Settings, is_integer
@@ -491,3 +491,14 @@ def _controlled_figure(analysis: Analysis, group_order: list[str], metric: str) 
     axes[0].legend(title="group", fontsize=7)
     figure.suptitle("Performance per value and group (controlled)")
     return figure
+
+
+register(
+    Audit(
+        "icon2",
+        "which attribute explains the disparity: confounder ranking and controlled disparity (ICON²)",
+        audit,
+        check=check_config,
+        title="ICON²",
+    )
+)

@@ -46,7 +46,7 @@ from omegaconf import DictConfig
 from scipy.stats import fisher_exact
 from statsmodels.stats.proportion import proportion_confint
 
-from fairnas.audits.base import AuditData, AuditResult, progress
+from fairnas.audits.base import Audit, AuditData, AuditResult, progress, register
 from fairnas.audits.gallery import PixelPipeline, embed_arrays, enrol_gallery
 from fairnas.audits.statistics import holm
 from fairnas.data.synthetic.mutations import (
@@ -465,3 +465,14 @@ def _example_figure(original: np.ndarray | None, images: list[np.ndarray], recor
             color="C3" if record.metamorphic else "black",
         )
     return figure
+
+
+register(
+    Audit(
+        "ood",
+        "in- vs out-of-distribution metamorphic tests (DistroFair)",
+        audit,
+        check=check_config,
+        title="out-of-distribution metamorphic tests",
+    )
+)
