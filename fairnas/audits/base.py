@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 from fairnas.data import FaceDataModule
 from fairnas.data.dataset import FaceImageDataset
 from fairnas.data.table import SPLITS
+from fairnas.registry import Registry
 
 T = TypeVar("T")
 
@@ -108,16 +109,13 @@ class Audit:
             object.__setattr__(self, "title", self.name)
 
 
-AUDITS: dict[str, Audit] = {}
+AUDITS: Registry[Audit] = Registry("audit")
 """The audits by name, in the order their modules registered them."""
 
 
 def register(audit: Audit) -> Audit:
     """Add an audit to the registry (an audit's module does so when it is imported)."""
-    if audit.name in AUDITS:
-        raise ValueError(f"audit {audit.name!r} is registered twice")
-    AUDITS[audit.name] = audit
-    return audit
+    return AUDITS.add(audit)
 
 
 def chosen_audits(names: Sequence[str] | None) -> list[Audit]:

@@ -15,6 +15,7 @@ from PIL import Image
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from fairnas.data.table import FaceTable, check_identity_disjoint
+from fairnas.registry import Registry
 
 log = logging.getLogger(__name__)
 
@@ -30,16 +31,13 @@ class DataFormat:
     read: Callable[..., FaceTable]
 
 
-FORMATS: dict[str, DataFormat] = {}
+FORMATS: Registry[DataFormat] = Registry("data format")
 """The on-disk formats by name, in the order their modules registered them."""
 
 
 def register(data_format: DataFormat) -> DataFormat:
     """Add a format to the registry (a format's module does so when it is imported)."""
-    if data_format.name in FORMATS:
-        raise ValueError(f"data format {data_format.name!r} is registered twice")
-    FORMATS[data_format.name] = data_format
-    return data_format
+    return FORMATS.add(data_format)
 
 
 def require_dir(path: str | Path | None, what: str) -> Path:
