@@ -56,6 +56,23 @@ def test_the_readme_feature_list_names_every_registered_data_format():
     assert untitled(feature("Data"), {name: each.title for name, each in FORMATS.items()}) == []
 
 
+def mentioned(text: str, titles: dict[str, str]) -> list[str]:
+    """The names ``text`` mentions, by title or by name as a word (case and hyphens aside: MO-ASHA is moasha)."""
+    words = {word.replace("-", "").lower() for word in re.findall(r"[\w-]+", text)}
+    return [name for name, title in titles.items() if title in text or name in words]
+
+
+def table_row(page: str, words: str) -> str:
+    """The row of a Markdown table of ``page`` that holds ``words``."""
+    return next(line for line in (REPO / page).read_text().splitlines() if line.startswith("|") and words in line)
+
+
+def test_the_readme_documentation_table_names_every_registered_strategy():
+    row = table_row("README.md", "[strategies](docs/search_strategies.md) |")
+    titles = {name: each.title for name, each in REGISTRY.items()}
+    assert sorted(set(titles) - set(mentioned(row, titles))) == []
+
+
 def test_the_readme_strategy_table_has_a_row_for_every_registered_strategy():
     assert sorted(set(REGISTRY) - set(STRATEGIES)) == []
 
