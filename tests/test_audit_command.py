@@ -77,7 +77,7 @@ CHEAP = {
     "icon2": ["n_bootstrap=20"],
     "fairness_indicators": ["ks=[5]", "n_bootstrap=20"],
     "attention_iou": ["n_bootstrap=20"],
-    "robustness_bias": ["methods=[linear]", "max_probes=20"],
+    "robustness_bias": ["methods=[linear]", "max_probes=8"],
 }
 """Smaller settings of the audits whose defaults are slow on a CPU (an audit not here runs with its defaults)."""
 

@@ -1,7 +1,8 @@
 """CONTRIBUTING.md's recipes for an audit and for a data format, followed literally in a copy of the repository: the
 files each recipe says it takes, and no other, give an audit the audit command runs and checks, and a format that is a
 ``data=`` option, with the repository's checks of every list of them passing (``tests/test_docs_registries.py``, the
-format tests) and the new pieces' own tests too."""
+format tests) and the new pieces' own tests too. The recipes are followed in the integration set (a fresh process);
+that each names its files is checked in the default suite."""
 
 from __future__ import annotations
 
@@ -289,6 +290,7 @@ def recipes(tmp_path_factory, trained_run):
     )
 
 
+@pytest.mark.integration  # a copy of the repository, checked in a fresh process
 def test_a_new_audit_is_the_files_its_recipe_names_and_the_command_runs_and_checks_it(recipes):
     assert recipes["audit"] == recipe_files("An audit", "scratch")
     assert "scratch" in recipes["audits"]
@@ -303,6 +305,7 @@ def test_a_new_audit_is_the_files_its_recipe_names_and_the_command_runs_and_chec
     assert len(ran) >= 17 and all(outcomes[test] == "passed" for test in ran), recipes["log"]
 
 
+@pytest.mark.integration  # a copy of the repository, checked in a fresh process
 def test_a_new_data_format_is_the_files_its_recipe_names_and_a_data_option(recipes):
     assert recipes["data"] == recipe_files("A data format", "scratch")
     assert "scratch" in recipes["formats"]
