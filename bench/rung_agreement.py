@@ -1,4 +1,4 @@
-"""Can a search tell from its own trials whether Hyperband's low rungs predict the answer? (issue 60)
+"""Can a search tell from its own trials whether Hyperband's low rungs predict the answer?
 
 Hyperband promotes the configurations that rank best at a low budget (a rung). A search that kept its low rungs only
 where they predict would need a statistic it can compute from its own trials. This script sets the statistic a

@@ -20,8 +20,8 @@ GOALS = {
     "dpn68_bf16_speedup": 1.5,
     "metrics_1m_seconds": 8.0,
 }
-"""The goals of issue 61's table: Lightning against the bare loop, the paper's DPN in bf16 (images/s at 112 px,
-batch 256), dpn68's bf16 speed-up over fp32, and exact metrics at N = 1M, D = 512 (seconds)."""
+"""The GPU check's goals (docs/benchmarks.md, "On a GPU"): Lightning against the bare loop, the paper's DPN in bf16
+(images/s at 112 px, batch 256), dpn68's bf16 speed-up over fp32, and exact metrics at N = 1M, D = 512 (seconds)."""
 PAPER_DPN = "DPN paper (SMAC_301)"
 DPN68 = "timm dpn68"
 METRIC_SETS = ("hard", "separable")

@@ -48,7 +48,7 @@ nav a { margin-right: 1em; }
 
 
 @dataclasses.dataclass(frozen=True)
-class Section:
+class PageSection:
     """One part of the page (an audit, a study's stage): ``findings`` are shown as highlighted paragraphs,
     ``tables`` and ``figures`` map names to the files written beside the page. ``description`` and ``findings``
     are Markdown."""
@@ -62,7 +62,7 @@ class Section:
 
 
 def write_report(
-    path: Path, *, title: str, header: Mapping[str, str], sections: list[Section], config_yaml: str
+    path: Path, *, title: str, header: Mapping[str, str], sections: list[PageSection], config_yaml: str
 ) -> Path:
     """Write the page to ``path`` (atomically); table and figure files are read from where the sections say."""
     parts = [
@@ -108,7 +108,7 @@ def _header(values: Mapping[str, str]) -> str:
     return f"<div class='table-wrap'><table>{rows}</table></div>"
 
 
-def _section(section: Section, folder: Path) -> str:
+def _section(section: PageSection, folder: Path) -> str:
     description = render_markdown(section.description, "note")
     seconds = f" ({section.seconds:.0f} s)"
     if description.endswith("</p>"):

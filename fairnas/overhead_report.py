@@ -12,7 +12,8 @@ from pathlib import Path
 import pandas as pd
 
 OVERHEAD_GOAL_MS = 0.3
-"""Lightning's host time per step over the bare loop's, near-zero model on the CPU (issue 61, item 1)."""
+"""Lightning's host time per step over the bare loop's, near-zero model on the CPU (docs/benchmarks.md,
+"Host overhead per step on the CPU")."""
 LIGHTNING = "Lightning"
 """The way the goal is judged on: the module and trainer profiler as ``train.py`` gives them, no callbacks."""
 

@@ -1,4 +1,4 @@
-"""Reporting shared by every command: its loggers, its device, and its tables and figures.
+"""Reporting shared by every command: its loggers, and its tables and figures.
 
 Loggers come from the command's ``logger`` config group (``conf/logger/``): W&B runs offline by default and
 ``logger=none`` switches every logger of every command off (files are written regardless). Tables (CSV) and
@@ -15,20 +15,11 @@ from typing import Any
 
 import pandas as pd
 import pytorch_lightning as pl
-import torch
 from hydra.utils import instantiate
 from matplotlib.figure import Figure
 from omegaconf import DictConfig, OmegaConf
 
 from fairnas.io import atomic_path, write_csv_atomic
-
-
-def resolve_device(name: str) -> torch.device:
-    """``auto`` is the first CUDA device when there is one, else the CPU; any other name is taken as given."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
 
 LOGGER_PACKAGES = {
     "WandbLogger": ("wandb",),

@@ -42,13 +42,31 @@ EXTRAS = {"botorch": "botorch", "moasha": "syne_tune", "slurm": "dask_jobqueue"}
 CALL_LIMIT_S = float(os.environ.get("FAIRNAS_TEST_CALL_LIMIT_S", "25"))
 SETUP_LIMIT_S = float(os.environ.get("FAIRNAS_TEST_SETUP_LIMIT_S", "120"))
 """The default suite's limits: a test's own seconds, and a set-up's (a shared fixture's, charged to its first test).
-A default-suite test over either fails, so the README's test command cannot silently grow back; a test that needs
-longer belongs in the ``integration`` set (CONTRIBUTING.md). The variables raise them on a slower machine."""
+A test that needs longer belongs in the ``integration`` set (CONTRIBUTING.md). The variables move them."""
+
+
+def limits_fail(environment=os.environ) -> bool:
+    """Whether a default-suite test over a limit fails (``FAIRNAS_TEST_LIMITS=fail``; the default where ``CI`` is set,
+    as CI services set it) or is only reported at the end of the run (``FAIRNAS_TEST_LIMITS=report``; the default
+    elsewhere): seconds depend on the machine and its load, so the README's test command never fails for being slow."""
+    mode = environment.get("FAIRNAS_TEST_LIMITS", "")
+    if mode not in ("", "fail", "report"):
+        raise ValueError(f"FAIRNAS_TEST_LIMITS={mode!r}; allowed: fail, report")
+    return mode == "fail" or (not mode and environment.get("CI", "").lower() in ("1", "true", "yes"))
+
+
+OVER_LIMIT = "over the default suite's limit"
+"""The key of a report's ``user_properties`` entry that says a test took longer than its limit."""
 
 
 def pytest_configure(config):
     """Under pytest-xdist, each worker trains on one thread (two workers with two threads each would oversubscribe
-    two cores), and so do the commands its tests start unless a test sets its own threads."""
+    two cores), and so do the commands its tests start unless a test sets its own threads. A bad
+    ``FAIRNAS_TEST_LIMITS`` stops the run before any test."""
+    try:
+        limits_fail()
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
     if os.environ.get("PYTEST_XDIST_WORKER"):
         import torch
 
@@ -66,18 +84,40 @@ def pytest_runtest_setup(item):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
-    """A passing default-suite test fails when its set-up or call took longer than the suite's limit. Tests of an
-    extra are not in the README's test command (its install has no extras): they run in CI's extras step."""
+    """A passing default-suite test whose set-up or call took longer than the suite's limit is reported at the end of
+    the run, and fails where :func:`limits_fail`. Tests of an extra are not in the README's test command (its
+    install has no extras): they run in CI's extras step."""
     report = yield
     limit = {"setup": SETUP_LIMIT_S, "call": CALL_LIMIT_S}.get(report.when)
     in_default = all(item.get_closest_marker(name) is None for name in ("integration", "slow", "gpu", "extra"))
     if limit is not None and report.passed and in_default and report.duration > limit:
-        report.outcome = "failed"
-        report.longrepr = (
-            f"{report.when} took {report.duration:.1f} s, over the default suite's limit of {limit:.0f} s: make it "
-            f"faster, share its set-up, or mark it integration (CONTRIBUTING.md, 'Which marker')"
+        reason = (
+            f"{report.when} took {report.duration:.1f} s, {OVER_LIMIT} of {limit:.0f} s: make it faster, share its "
+            f"set-up, or mark it integration (CONTRIBUTING.md, 'Which marker')"
         )
+        report.user_properties.append((OVER_LIMIT, reason))
+        if limits_fail():
+            report.outcome, report.longrepr = "failed", reason
     return report
+
+
+OVER_LIMIT_REPORTS: list[str] = []
+
+
+def pytest_runtest_logreport(report):
+    """Collects, in the process that prints the summary (xdist's workers send their reports there), the tests over a
+    limit that passed."""
+    for key, reason in report.user_properties:
+        if key == OVER_LIMIT and report.passed:
+            OVER_LIMIT_REPORTS.append(f"{report.nodeid}: {reason}")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The passing tests over a limit, each on one line, after the run (FAIRNAS_TEST_LIMITS=fail fails them)."""
+    if OVER_LIMIT_REPORTS:
+        terminalreporter.section(f"{len(OVER_LIMIT_REPORTS)} test(s) {OVER_LIMIT} (reported, not failed)")
+        for line in OVER_LIMIT_REPORTS:
+            terminalreporter.line(line)
 
 
 PROFILES = Path(__file__).resolve().parents[1] / "results" / "test_suite_profile"

@@ -70,14 +70,29 @@ def write_image(path: Path, rng: np.random.Generator) -> None:
 
 
 def write_folders(root: Path, n_identities: int = 24, images_per_identity: int = 5, seed: int = 0) -> Path:
-    """``data=folders``: ``<root>/<identity>/<k>.jpg`` and ``attributes.csv`` (identity, gender: female, male
-    alternating, as ``experiment=folders_paper`` reads it)."""
+    """``data=folders``: ``<root>/<identity>/<k>.jpg`` and ``attributes.csv`` (identity, then female, male alternating
+    in the columns group, the option's default attribute, and gender, as ``experiment=folders_paper`` reads it)."""
     rng = np.random.default_rng(seed)
     for k in range(n_identities):
         for image in range(images_per_identity):
             write_image(root / f"person{k:03d}" / f"{image}.jpg", rng)
-    rows = [f"person{k:03d},{('female', 'male')[k % 2]}" for k in range(n_identities)]
-    (root / "attributes.csv").write_text("identity,gender\n" + "\n".join(rows) + "\n")
+    rows = [f"person{k:03d},{('female', 'male')[k % 2]},{('female', 'male')[k % 2]}" for k in range(n_identities)]
+    (root / "attributes.csv").write_text("identity,group,gender\n" + "\n".join(rows) + "\n")
+    return root
+
+
+def write_generic(root: Path, n_identities: int = 20, images_per_identity: int = 4, seed: int = 0) -> Path:
+    """``data=generic``: ``<root>/images/<identity>_<k>.jpg`` and ``metadata.csv`` (path, identity, split: the first
+    60% of identities train, then 20% val, 20% test; group: g0, g1 alternating)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for k in range(n_identities):
+        split = "train" if k < 0.6 * n_identities else ("val" if k < 0.8 * n_identities else "test")
+        for image in range(images_per_identity):
+            path = f"images/id{k:03d}_{image}.jpg"
+            write_image(root / path, rng)
+            rows.append(f"{path},id{k:03d},{split},g{k % 2}")
+    (root / "metadata.csv").write_text("path,identity,split,group\n" + "\n".join(rows) + "\n")
     return root
 
 

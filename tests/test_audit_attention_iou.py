@@ -12,7 +12,7 @@ from torch import nn
 
 from fairnas.audits.attention_iou import _probe_masks, attention_iou, audit, feature_map_layer
 from fairnas.audits.base import AuditData
-from fairnas.audits.identification import PixelPipeline
+from fairnas.audits.gallery import PixelPipeline
 from fairnas.data import FaceDataModule
 from fairnas.data.masks import MASK_PARTS, landmark_region_maps, region_maps
 from fairnas.data.sources import synthetic_faces

@@ -10,8 +10,9 @@ import pandas as pd
 import pytest
 import torch
 
+from fairnas.audits import AUDITS
 from fairnas.audits.base import AuditData
-from fairnas.audits.identification import PixelPipeline, cap_per_group, enrol_gallery
+from fairnas.audits.gallery import PixelPipeline, cap_per_group, enrol_gallery
 from fairnas.config import compose_config
 from fairnas.tasks.audit import audit
 from fairnas.training.build import load_run
@@ -25,19 +26,6 @@ class PixelModel:
 
     def embed(self, images: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.normalize(images.flatten(1), dim=1)
-
-
-def test_linear_probe_audit_writes_its_folder_summary_and_report(trained_run, tmp_path):
-    cfg = compose_config("audit", [f"ckpt={trained_run}", "logger=csv", "audits=[linear_probe]"], output_dir=tmp_path)
-    summary = audit(cfg)
-    record = summary["audits"]["linear_probe"]
-    table = pd.read_csv(tmp_path / "linear_probe" / "accuracy.csv").set_index("layer")["accuracy"]
-    assert list(table.index) == ["layer_N-1", "layer_N", "embedding", "chance"]
-    assert table["embedding"] == pytest.approx(record["embedding"]) and 0 <= table["embedding"] <= 1
-    assert json.loads((tmp_path / "linear_probe" / "summary.json").read_text())["finding"] == record["finding"]
-    assert json.loads((tmp_path / "summary.json").read_text())["audits"]["linear_probe"]["chance"] == record["chance"]
-    assert "linear_probe" in (tmp_path / "report.html").read_text()
-    assert summary["split"] == "test" and record["seconds"] >= 0
 
 
 def test_data_option_audits_another_data_set_through_the_runs_transforms(trained_run, tmp_path, cache_dir):
@@ -83,23 +71,26 @@ def test_cap_per_group_is_seeded_and_keeps_small_groups_whole():
     assert (cap_per_group(rows, groups, None, seed=1) == rows).all()
 
 
-def test_every_audit_runs_through_the_command_into_one_report(trained_run, tmp_path):
-    names = ["corruptions", "ood", "icon2", "fairness_indicators", "attention_iou", "linear_probe"]
+CHEAP = {
+    "corruptions": ["corruptions=[contrast,gaussian_noise]", "severities=[0,3]"],
+    "ood": ["mutations=[yaw,zoom]"],
+    "icon2": ["n_bootstrap=20"],
+    "fairness_indicators": ["ks=[5]", "n_bootstrap=20"],
+    "attention_iou": ["n_bootstrap=20"],
+    "robustness_bias": ["methods=[linear]", "max_probes=8"],
+}
+"""Smaller settings of the audits whose defaults are slow on a CPU (an audit not here runs with its defaults)."""
+
+
+def test_the_cheap_settings_are_of_registered_audits():
+    assert sorted(set(CHEAP) - set(AUDITS)) == []
+
+
+def test_every_registered_audit_runs_through_the_command_into_one_report(trained_run, tmp_path):
+    names = list(AUDITS)
+    cheap = [f"{name}.{override}" for name in names for override in CHEAP.get(name, [])]
     cfg = compose_config(
-        "audit",
-        [
-            f"ckpt={trained_run}",
-            "logger=csv",
-            f"audits=[{','.join(names)}]",
-            "corruptions.corruptions=[contrast,gaussian_noise]",
-            "corruptions.severities=[0,3]",
-            "ood.mutations=[yaw,zoom]",
-            "icon2.n_bootstrap=20",
-            "fairness_indicators.ks=[5]",
-            "fairness_indicators.n_bootstrap=20",
-            "attention_iou.n_bootstrap=20",
-        ],
-        output_dir=tmp_path,
+        "audit", [f"ckpt={trained_run}", "logger=csv", f"audits=[{','.join(names)}]", *cheap], output_dir=tmp_path
     )
     summary = audit(cfg)
     assert list(summary["audits"]) == names
@@ -107,6 +98,15 @@ def test_every_audit_runs_through_the_command_into_one_report(trained_run, tmp_p
     for name in names:
         assert f"id='{name}'" in page and (tmp_path / name / "summary.json").is_file()
         assert summary["audits"][name]["finding"]
+        assert AUDITS[name].question in page
     assert page.count("data:image/png;base64,") >= 8
+    assert summary["split"] == "test" and all(record["seconds"] >= 0 for record in summary["audits"].values())
+    saved = json.loads((tmp_path / "summary.json").read_text())["audits"]
+    assert list(saved) == names and saved["linear_probe"]["chance"] == summary["audits"]["linear_probe"]["chance"]
     records = pd.read_csv(tmp_path / "corruptions" / "records.csv")
     assert (records[records["severity"] == 0]["consistent"] == 1).all()
+    probe = summary["audits"]["linear_probe"]
+    table = pd.read_csv(tmp_path / "linear_probe" / "accuracy.csv").set_index("layer")["accuracy"]
+    assert list(table.index) == ["layer_N-1", "layer_N", "embedding", "chance"]
+    assert table["embedding"] == pytest.approx(probe["embedding"]) and 0 <= table["embedding"] <= 1
+    assert json.loads((tmp_path / "linear_probe" / "summary.json").read_text())["finding"] == probe["finding"]

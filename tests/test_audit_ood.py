@@ -20,6 +20,7 @@ from statsmodels.stats.multitest import multipletests
 from fairnas.audits import ood
 from fairnas.audits.base import AuditData
 from fairnas.data import FaceDataModule
+from fairnas.data.formats.generic import read_generic
 from fairnas.data.sources import synthetic_faces
 from fairnas.data.synthetic import SyntheticFaceSpec, render_synthetic_faces
 from fairnas.data.synthetic.mutations import (
@@ -32,7 +33,6 @@ from fairnas.data.synthetic.mutations import (
     settings_from,
     transform_image,
 )
-from fairnas.data.table import read_generic
 
 TRANSFORMS = {"image_size": 32, "resize": 36}
 # Nearly frontal training faces: the data set's yaw range is what the model was "fit" on.

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from fairnas.html_report import MAX_TABLE_ROWS, Section, write_report
+from fairnas.html_report import MAX_TABLE_ROWS, PageSection, write_report
 from tests.helpers import needs_chromium, page_overflows, screenshot
 
 BAR_BLUE = np.array([0x1F, 0x77, 0xB4])  # matplotlib's first colour (C0)
@@ -19,7 +19,7 @@ def _page(folder, *, rows: int = 3, finding: str = "group g1 is served worse"):
     pd.DataFrame({"group": [f"g{i}" for i in range(rows)], "error": np.linspace(0, 1, rows)}).to_csv(
         folder / "rates.csv", index=False
     )
-    section = Section(
+    section = PageSection(
         "corruptions",
         "ImageNet-C corruptions",
         (finding,),
@@ -74,7 +74,9 @@ def _wide_page(folder):
     columns["path"] = ["/a/very/long/path/without/spaces/" * 6, "x"]
     pd.DataFrame(columns).to_csv(folder / "wide.csv", index=False)
     finding = "**holds** " + "a long finding about a model with many words " * 20 + "x" * 300
-    section = Section("wide", "A *very* wide table " * 10, (finding, finding), {"wide": folder / "wide.csv"}, {}, 1.0)
+    section = PageSection(
+        "wide", "A *very* wide table " * 10, (finding, finding), {"wide": folder / "wide.csv"}, {}, 1.0
+    )
     header = {"run": "/runs/" + "deeply/nested/" * 30, "split": "test"}
     return write_report(folder / "report.html", title="wide", header=header, sections=[section], config_yaml="a: 1\n")
 

@@ -284,7 +284,9 @@ def write_checkpoint_with_damaged_pickle(path: Path) -> None:
     CASES,
     ids=[f"{command}:{' '.join(overrides)}" for command, overrides, _ in CASES],
 )
-def test_bad_input_exits_2_with_one_line(command, overrides, message, tmp_path, monkeypatch, capsys, request):
+def test_bad_input_exits_2_with_one_line(
+    command, overrides, message, tmp_path, monkeypatch, capsys, request, cache_dir
+):
     """Nothing is left behind either: no run folder (Hydra's is removed when it holds only Hydra's files), so no
     checkpoint, no partial table; except for an unreadable image, found only when it is loaded. Both loggers are on
     (that row aside) and neither wrote anything: no CSV log, no W&B run, anywhere in the working folder."""
@@ -304,7 +306,7 @@ def test_bad_input_exits_2_with_one_line(command, overrides, message, tmp_path, 
             command,
             *(o.format(**files) for o in overrides),
             f"hydra.run.dir={tmp_path / 'run'}",
-            f"paths.cache_dir={tmp_path / 'cache'}",
+            f"paths.cache_dir={cache_dir}",  # the synthetic faces a case reads, rendered once for the whole run
             *loggers,
         ],
     )

@@ -1,4 +1,5 @@
-"""The real data set formats, each read from a fixture in its on-disk layout; one-epoch training on two of them."""
+"""The data set formats, each read from a fixture in its on-disk layout (``tests/layouts.py``): every registered format
+through its ``data=`` option into a data module, and one epoch of training on a generated split."""
 
 from __future__ import annotations
 
@@ -10,22 +11,20 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
-from fairnas.config import compose_config
-from fairnas.data.formats import (
-    SplitSpec,
-    read_bin,
-    read_celeba,
-    read_folders,
-    read_pairs_txt,
-    read_rfw,
-    read_rfw_benchmark,
-    read_vggface2,
-)
-from fairnas.data.formats.vggface2 import read_identity_meta
+from fairnas.config import CONFIG_DIR, compose_config
+from fairnas.data.formats import FORMATS, SplitSpec, read_bin, read_pairs_txt, read_rfw_benchmark
+from fairnas.data.formats.celeba import read_celeba
+from fairnas.data.formats.folders import read_folders
+from fairnas.data.formats.rfw import read_rfw
+from fairnas.data.formats.vggface2 import read_identity_meta, read_vggface2
 from fairnas.data.masks import LANDMARK_COLUMNS
 from fairnas.training.build import load_run
+from fairnas.training.losses import FocalLoss
 from fairnas.training.run import train
+from tests import layouts
 from tests.layouts import (
     CELEBA_ATTRIBUTES,
     RACES,
@@ -349,23 +348,45 @@ def format_config(tmp_path, data: str, root, *overrides: str):
     )
 
 
-@pytest.mark.parametrize("data", ["celeba", "vggface2"])
-def test_one_epoch_on_a_real_layout(tmp_path, data):
-    if data == "celeba":
-        write_celeba(tmp_path / "data")
-        overrides = ["data.table.split.fractions=[0.6,0.2,0.2]"]
-    else:
-        write_vggface2(tmp_path / "data", n_train=16, n_test=8)
-        overrides = ["data.table.split.fractions=[0.75,0.25,0.0]"]
-    metrics = train(format_config(tmp_path, data, tmp_path / "data", *overrides))
-    assert metrics["epochs_trained"] == 1
-    assert metrics["group_order"] == (["1", "0"] if data == "celeba" else ["m", "f"])
-    # celeba: 2 test identities per group; vggface2: the 8 identities of test/; 4 images each
-    assert metrics["test"]["n_probes"] == (16.0 if data == "celeba" else 32.0)
+def test_every_registered_format_has_its_data_option_and_a_layout_writer():
+    options = {path.stem: OmegaConf.load(path) for path in sorted(CONFIG_DIR.glob("data/*.yaml"))}
+    targets = {name: options[name].table._target_ for name in FORMATS if name in options}
+    assert sorted(set(FORMATS) - set(targets)) == []  # conf/data/<name>.yaml for every format
+    assert targets == {name: f"{each.read.__module__}.{each.read.__name__}" for name, each in FORMATS.items()}
+    assert [name for name in FORMATS if not hasattr(layouts, f"write_{name}")] == []
+    formats_module = [name for name, node in options.items() if "fairnas.data.formats" in str(node.get("table"))]
+    assert sorted(formats_module) == sorted(FORMATS)  # and no data= option reads a format that is not registered
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_every_format_reads_its_layout_through_its_data_option(tmp_path, name):
+    getattr(layouts, f"write_{name}")(tmp_path / "data")
+    cfg = format_config(tmp_path, name, tmp_path / "data")
+    datamodule = instantiate(cfg.data, seed=0)
+    datamodule.setup()
+    identities = {split: set(frame["identity"]) for split, frame in datamodule.splits.items()}
+    assert all(identities[split] for split in ("train", "val")) and identities["train"].isdisjoint(identities["val"])
+    assert identities["test"].isdisjoint(identities["train"] | identities["val"])
+    assert len(datamodule.group_order) >= 2
+    assert datamodule.group_order == list(cfg.data.group_order or sorted(datamodule.group_order))
+    for split, frame in datamodule.splits.items():
+        assert set(frame[datamodule.table.attribute]) <= set(datamodule.group_order), split
+        assert (tmp_path / "data" / frame["path"]).map(lambda path: path.is_file()).all(), split
+
+
+def test_one_epoch_on_a_generated_split_and_the_split_file_moves_with_the_run(tmp_path):
+    write_celeba(tmp_path / "data")
+    metrics = train(format_config(tmp_path, "celeba", tmp_path / "data", "data.table.split.fractions=[0.6,0.2,0.2]"))
+    run = load_run(tmp_path / "run")
+    test = run.data().splits["test"]
+    assert metrics["epochs_trained"] == 1 and metrics["group_order"] == run.data().group_order
+    assert (
+        metrics["test"]["n_probes"] == len(test) == 16
+    )  # 2 test identities per group, 4 images each, every one a probe
     assert (tmp_path / "run" / "splits.csv").is_file()
     assert (tmp_path / "run" / "checkpoints" / "last.ckpt").is_file()
     # A moved run reads back the split file it saved: the same test images.
-    trained_test = set(load_run(tmp_path / "run").data().splits["test"]["path"])
+    trained_test = set(test["path"])
     (tmp_path / "run").rename(tmp_path / "moved")
     reloaded = load_run(tmp_path / "moved")
     assert reloaded.config.data.table.split.file == str(tmp_path / "moved" / "splits.csv")
@@ -398,3 +419,22 @@ def test_a_run_saved_before_data_root_loads_and_relocates(trained_run, tmp_path)
     relocated = load_run(old, data_root=str(elsewhere))
     assert relocated.config.data.table.root == str(elsewhere) and "root" not in relocated.config.data
     assert relocated.data().table.root.is_relative_to(elsewhere)
+
+
+def test_a_run_whose_config_names_a_moved_target_loads(trained_run, tmp_path):
+    """A saved config names code where it was when the run trained (``MOVED_TARGETS``): the focal loss before it moved
+    into fairnas.training, the generic format before it moved into fairnas.data.formats."""
+    faces = load_run(trained_run).data().table.root  # the rendered synthetic faces: a data set in the generic format
+    old = tmp_path / "old"
+    shutil.copytree(trained_run, old)
+    checkpoint = old / "checkpoints" / "last.ckpt"
+    state = torch.load(checkpoint, weights_only=True)
+    config = state["hyper_parameters"]["config"]
+    config["loss"] = {"_target_": "fairnas.losses.FocalLoss", "gamma": 2.0}
+    config["data"]["table"] = {"_target_": "fairnas.data.table.read_generic", "_partial_": True, "root": str(faces)}
+    torch.save(state, checkpoint)
+
+    run = load_run(old)
+    assert isinstance(run.module.loss, FocalLoss) and run.config.loss._target_ == "fairnas.training.losses.FocalLoss"
+    assert run.config.data.table._target_ == "fairnas.data.formats.generic.read_generic"
+    assert len(run.data().splits["test"]) == 24

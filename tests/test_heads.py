@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fairnas.losses import FocalLoss
 from fairnas.models.heads import ArcFaceHead, CosFaceHead, HeadOutput, MagFaceHead
+from fairnas.training.losses import FocalLoss
 from tests.helpers import HEAD_NAMES, from_config, make_head
 
 EMBEDDING_DIM, NUM_CLASSES, BATCH = 16, 10, 6

@@ -135,7 +135,12 @@ def test_audit_of_the_training_split_uses_the_trained_head(trained_run, tmp_path
         (["robustness_bias.max_probes=0"], "max_probes=0 must be a positive integer"),
         (["audits=[shap]"], "unknown audit 'shap'"),
         (["audits=[]"], "name at least one audit"),
-        (["audits=[corruptions]", "split=train"], "split=train: only robustness_bias and linear_probe"),
+        (
+            ["audits=[corruptions]", "split=train"],
+            "split=train: corruptions takes split=val or split=test; the audits that take split=train: linear_probe, "
+            "robustness_bias$",
+        ),
+        (["audits=[ood]", "icon2.bins=1"], "icon2.bins=1"),  # checked though not chosen
     ],
 )
 def test_bad_audit_settings_fail_before_loading(tmp_path, overrides, match):

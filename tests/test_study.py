@@ -84,7 +84,6 @@ def test_every_stage_runs_and_every_claim_is_decided_from_the_runs(smoke_study):
     assert table["verdict"].isin(claims.VERDICTS).all() and set(table["family"]) == {"primary", "exploratory"}
     assert set(table["stage"]) == {name for name, stage in STAGES.items() if stage.claims}
     assert all(row["id"].startswith(STAGES[row["stage"]].claims) for row in table.to_dict("records"))
-    assert_matches_golden(table, "smoke_study_claims.csv")
     # two seeds are below every claim's floor (8 for the primary family, 5 for an exploratory claim), and the report
     # says so plainly, in its header and above the claims
     assert set(table["verdict"]) <= {claims.TOO_FEW_SEEDS, claims.NOT_APPLICABLE}
@@ -121,19 +120,12 @@ def test_every_stage_runs_and_every_claim_is_decided_from_the_runs(smoke_study):
 
     report = (out / "report.md").read_text()
     assert report.index("![claims_forest]") < report.index("## Seed noise")  # the forest plot leads
-    for title in (
-        "## Claims",
-        "## Seed noise",
-        "## Hand-designed",
-        "## Search",
-        "## The search's answer",
-        "## Bias mitigations",
-        "## AdvERM",
-        "## Transfer",
-    ):
-        assert title in report, title
+    ran = re.search(r"^- \*\*stages \(minutes\)\*\*: (.*)$", report, re.MULTILINE).group(1)
+    assert [each.split()[0] for each in ran.split(", ")] == list(STAGES)  # every registered stage, in its order
+    assert report.count("\n## ") == 1 + len(STAGES)  # the claims, then one section per stage
     for figure in re.findall(r"!\[[^]]*\]\(([^)]+)\)", report):
         assert (out / figure).is_file()
+    assert_matches_golden(table, "smoke_study_claims.csv")  # last: it skips on a CPU vendor the set was not recorded on
 
 
 @pytest.mark.integration

@@ -1,5 +1,5 @@
 """The suite's schedule and time limit per test (tests/conftest.py): the longest modules start first, and a default
-test over the limit fails with its reason, an integration test or an extra's test over it does not."""
+test over the limit is reported (and fails where CI asks), an integration test or an extra's test over it is not."""
 
 import os
 import subprocess
@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from tests.conftest import longest_modules_first, recorded_seconds
+import pytest
+
+from tests.conftest import limits_fail, longest_modules_first, recorded_seconds
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,21 +34,46 @@ def test_extra():
 """
 
 
-def test_a_default_test_over_the_limit_fails_and_an_integration_or_extra_test_does_not(tmp_path):
+def run_slow_tests(tmp_path, **variables: str) -> subprocess.CompletedProcess:
+    """pytest on :data:`TESTS` with a call limit of 0.2 s, in an environment without CI and with ``variables``."""
     (tmp_path / "test_slow.py").write_text(TESTS)
-    (tmp_path / "conftest.py").write_text("from tests.conftest import pytest_runtest_makereport  # noqa: F401\n")
-    environment = os.environ | {"FAIRNAS_TEST_CALL_LIMIT_S": "0.2", "PYTHONPATH": str(REPO)}
-    done = subprocess.run(
+    (tmp_path / "conftest.py").write_text("from tests.conftest import *  # noqa: F403\n")
+    environment = {key: value for key, value in os.environ.items() if key not in ("CI", "FAIRNAS_TEST_LIMITS")}
+    environment |= {"FAIRNAS_TEST_CALL_LIMIT_S": "0.2", "PYTHONPATH": str(REPO), **variables}
+    return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", str(tmp_path)],
         cwd=tmp_path,
         env=environment,
         capture_output=True,
         text=True,
     )
+
+
+def test_a_default_test_over_the_limit_is_reported_and_passes_where_ci_does_not_ask(tmp_path):
+    done = run_slow_tests(tmp_path)
+    assert done.returncode == 0, done.stdout
+    assert "3 passed" in done.stdout
+    assert "1 test(s) over the default suite's limit (reported, not failed)" in done.stdout
+    assert "test_slow.py::test_default: call took 0.5 s, over the default suite's limit of 0 s" in done.stdout
+    assert "test_integration" not in done.stdout.split("reported, not failed")[1]
+
+
+@pytest.mark.parametrize("variables", [{"FAIRNAS_TEST_LIMITS": "fail"}, {"CI": "true"}], ids=["fail", "ci"])
+def test_where_ci_asks_a_default_test_over_the_limit_fails_and_an_integration_or_extra_test_does_not(
+    tmp_path, variables
+):
+    done = run_slow_tests(tmp_path, **variables)
     assert done.returncode == 1, done.stdout
     assert "1 failed, 2 passed" in done.stdout
     assert "FAILED test_slow.py::test_default" in done.stdout
     assert "call took 0.5 s, over the default suite's limit of 0 s" in done.stdout
+
+
+def test_limits_fail_where_asked_or_on_ci_and_a_bad_mode_is_named():
+    assert limits_fail({"FAIRNAS_TEST_LIMITS": "fail"}) and limits_fail({"CI": "true"})
+    assert not limits_fail({}) and not limits_fail({"CI": "true", "FAIRNAS_TEST_LIMITS": "report"})
+    with pytest.raises(ValueError, match=r"FAIRNAS_TEST_LIMITS='strict'; allowed: fail, report"):
+        limits_fail({"FAIRNAS_TEST_LIMITS": "strict"})
 
 
 def test_the_modules_with_the_most_profiled_seconds_run_first_each_in_its_own_order():

@@ -63,7 +63,7 @@ def test_wandb_logger_writes_an_offline_run(tiny_config, tmp_path):
 
 
 def test_no_logger_still_writes_metrics(tiny_config, tmp_path):
-    train(tiny_config("logger=none", "backbone=timm", "backbone.name=resnet18", output_dir=tmp_path / "run"))
+    train(tiny_config("logger=none", "backbone=timm", "backbone.name=resnet10t", output_dir=tmp_path / "run"))
     assert (tmp_path / "run" / "metrics.json").is_file()
 
 
@@ -83,7 +83,7 @@ def test_regularizers_enter_the_loss_with_their_weight(tiny_config, tmp_path):
     [
         pytest.param((), id="deterministic"),
         pytest.param(("dropout=0.3",), id="dropout"),
-        pytest.param(("backbone=timm", "backbone.name=resnet18", "+backbone.drop_path_rate=0.1"), id="drop_path"),
+        pytest.param(("backbone=timm", "backbone.name=resnet10t", "+backbone.drop_path_rate=0.1"), id="drop_path"),
         pytest.param(("data.in_memory=false", "data.num_workers=2", "dropout=0.3"), id="file_path_2_workers"),
     ],
 )
@@ -224,7 +224,7 @@ def callers(event) -> list[str]:
 
 
 def test_a_training_step_reads_nothing_back_from_the_device(tiny_config, tmp_path):
-    # what a GPU step must not do: each read stalls the host until the GPU has caught up (issue 44's profile)
+    # what a GPU step must not do: each read stalls the host until the GPU has caught up
     from fairnas.training.build import build_model
 
     module, data = build_model(tiny_config("data.batch_size=8", "logger=none"))

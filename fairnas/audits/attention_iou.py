@@ -32,8 +32,8 @@ from sklearn.linear_model import LogisticRegression
 from torch import nn
 from torchvision.transforms import InterpolationMode, v2
 
-from fairnas.audits.base import AuditData, AuditResult, progress
-from fairnas.audits.identification import PixelPipeline, cap_per_group, embed_arrays, enrol_gallery
+from fairnas.audits.base import Audit, AuditData, AuditResult, progress, register
+from fairnas.audits.gallery import PixelPipeline, cap_per_group, embed_arrays, enrol_gallery
 from fairnas.data.masks import (
     LANDMARK_COLUMNS,
     MASK_COLUMN,
@@ -293,3 +293,14 @@ def _finding(summary: dict, group_order: list[str]) -> str:
         if len(set(summary["top_region"].values())) > 1:
             text += " The groups are identified from different regions."
     return text
+
+
+register(
+    Audit(
+        "attention_iou",
+        "where the model looks, per group: Grad-CAM heatmap and region mask scores (Attention-IoU)",
+        audit,
+        check=check_config,
+        title="Attention-IoU",
+    )
+)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -24,6 +24,8 @@ from tqdm.auto import tqdm
 
 from fairnas.data import FaceDataModule
 from fairnas.data.dataset import FaceImageDataset
+from fairnas.data.table import SPLITS
+from fairnas.registry import Registry
 
 T = TypeVar("T")
 
@@ -83,8 +85,69 @@ class AuditResult:
     finding: str
 
 
-class Audit(Protocol):
-    def __call__(self, model: AuditedModel, data: AuditData, config: DictConfig) -> AuditResult: ...
+HELD_OUT = ("val", "test")
+"""The splits an audit that identifies held-out probes against gallery templates takes."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Audit:
+    """A registered audit: its ``name`` (in ``audits=[...]``, its section of ``conf/audit.yaml`` and its output folder),
+    the ``question`` it answers (the log's and the report's line) and its ``title`` (how the README's feature list
+    calls it; default: its name). ``run(model, data, config)`` audits, ``config`` being its section; ``check(config)``
+    rejects a bad section in one line naming the key, before any model is loaded, whether or not ``audits`` names it.
+    ``splits``: the splits it audits (``train``: the training identities, through the trained head)."""
+
+    name: str
+    question: str
+    run: Callable[[AuditedModel, AuditData, DictConfig], AuditResult]
+    check: Callable[[DictConfig], None] | None = None
+    splits: tuple[str, ...] = HELD_OUT
+    title: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.title:
+            object.__setattr__(self, "title", self.name)
+
+
+AUDITS: Registry[Audit] = Registry("audit")
+"""The audits by name, in the order their modules registered them."""
+
+
+def register(audit: Audit) -> Audit:
+    """Add an audit to the registry (an audit's module does so when it is imported)."""
+    return AUDITS.add(audit)
+
+
+def chosen_audits(names: Sequence[str] | None) -> list[Audit]:
+    """``audits``: registered audits, at least one, each once; raises a one-line ValueError."""
+    names = list(names or [])
+    unknown = [name for name in names if name not in AUDITS]
+    if unknown:
+        raise ValueError(f"audits: unknown audit {unknown[0]!r}; allowed: {list(AUDITS)}")
+    if not names:
+        raise ValueError(f"audits: name at least one audit; allowed: {list(AUDITS)}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"audits={names} names an audit twice")
+    return [AUDITS[name] for name in names]
+
+
+def check_audits(cfg: DictConfig, chosen: Sequence[Audit]) -> None:
+    """The audit command's settings before any model is loaded: ``split`` against what each chosen audit takes, and
+    every registered audit's section (chosen or not: a bad setting never waits for the run that names it)."""
+    if cfg.split not in SPLITS:
+        raise ValueError(f"split={cfg.split!r} is not a split; allowed: {list(SPLITS)}")
+    for audit in chosen:
+        if cfg.split not in audit.splits:
+            takes = [each.name for each in AUDITS.values() if cfg.split in each.splits]
+            raise ValueError(
+                f"split={cfg.split}: {audit.name} takes split={' or split='.join(audit.splits)}; the audits that "
+                f"take split={cfg.split}: {', '.join(takes)}"
+            )
+    for audit in AUDITS.values():
+        if audit.name not in cfg:
+            raise ValueError(f"{audit.name}: the audit has no section in conf/audit.yaml")
+        if audit.check is not None:
+            audit.check(cfg[audit.name])
 
 
 def settings_with_defaults(audit: str, config: DictConfig | dict | None, defaults: dict) -> dict:

@@ -24,9 +24,9 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import ScalarFormatter
 from omegaconf import DictConfig
 
-from fairnas.audits.base import AuditData, AuditedModel, AuditResult, progress, settings_with_defaults
+from fairnas.audits.base import Audit, AuditData, AuditedModel, AuditResult, progress, register, settings_with_defaults
 from fairnas.audits.corruption_compat import CORRUPTIONS, corrupt
-from fairnas.audits.identification import PixelPipeline, embed_arrays, enrol_gallery
+from fairnas.audits.gallery import PixelPipeline, embed_arrays, enrol_gallery
 from fairnas.audits.statistics import KRUSKAL, odds_ratios, scoped_tests, unit_means
 from fairnas.groups import by_group, mean_se_by_group
 from fairnas.validation import Settings, is_integer
@@ -310,3 +310,13 @@ def plot_forest(ratios: pd.DataFrame) -> Figure:
 def _number(value) -> float | None:
     """A JSON-ready float (None for missing / NaN)."""
     return None if value is None or not np.isfinite(value) else float(value)
+
+
+register(
+    Audit(
+        "corruptions",
+        "ImageNet-C corruption robustness disparity (thesis Ch. 3)",
+        audit,
+        check=check_config,
+    )
+)

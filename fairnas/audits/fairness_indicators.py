@@ -18,7 +18,7 @@ out; ``max_identities_per_group`` keeps a seeded subset of whole identities):
    the precision at K when K <= n_same and the recall of the identity's images within the K nearest otherwise,
    so a perfect embedding scores 1 for every K; images whose identity has no other image are left out.
 3. **Label association** (Fairness Indicators Sec. 3.1, adapted). Identities play the labels: each probe is
-   compared with the clean gallery templates (:func:`~fairnas.audits.identification.enrol_gallery`); of its
+   compared with the clean gallery templates (:func:`~fairnas.audits.gallery.enrol_gallery`); of its
    top-5 identities with cosine >= the threshold, the wrong ones are "same group" or "another group". Per
    group: the share of probes with at least one wrong same-group (other-group) identity (the paper's "% of
    images with a label of the type"), the pooled share of same-group identities among the wrong ones beside
@@ -41,8 +41,8 @@ import torch.nn.functional as F
 from matplotlib.figure import Figure
 from omegaconf import DictConfig
 
-from fairnas.audits.base import AuditData, AuditResult, progress, settings_with_defaults
-from fairnas.audits.identification import PixelPipeline, embed_arrays, enrol_gallery
+from fairnas.audits.base import Audit, AuditData, AuditResult, progress, register, settings_with_defaults
+from fairnas.audits.gallery import PixelPipeline, embed_arrays, enrol_gallery
 from fairnas.groups import by_group, difference, mean_se
 from fairnas.validation import Settings, is_integer, is_number
 
@@ -639,3 +639,14 @@ def _sweep_figure(association: pd.DataFrame, order: list[str], threshold: float 
             axis.axvline(threshold, color="grey", linewidth=1)
         axis.legend(fontsize="x-small")
     return figure
+
+
+register(
+    Audit(
+        "fairness_indicators",
+        "how strongly the embedding encodes the group: retrieval indicators (Fairness Indicators)",
+        audit,
+        check=check_config,
+        title="Fairness Indicators",
+    )
+)

@@ -2,7 +2,7 @@
 
 Per probe a performance M: correct identification at rank 1 (``metric: correct``, the default), the rank of the
 true identity (``rank``, lower is better) or its reciprocal (``reciprocal_rank``), from clean gallery templates
-(:mod:`fairnas.audits.identification`). Group performance M_a is the mean of M over group a's probes and the
+(:mod:`fairnas.audits.gallery`). Group performance M_a is the mean of M over group a's probes and the
 disparity is σ(M_A), their standard deviation across the groups (ICON² Eqs. 4-5; ``ddof: 1``, the sample
 standard deviation, reproduces the paper's Table 1, Eq. 5 itself divides by |A|: ``ddof: 0``).
 
@@ -36,8 +36,8 @@ from matplotlib.figure import Figure
 from omegaconf import DictConfig, OmegaConf
 from scipy import sparse
 
-from fairnas.audits.base import AuditData, AuditResult, progress, settings_with_defaults
-from fairnas.audits.identification import PixelPipeline, enrol_gallery
+from fairnas.audits.base import Audit, AuditData, AuditResult, progress, register, settings_with_defaults
+from fairnas.audits.gallery import PixelPipeline, enrol_gallery
 from fairnas.data.masks import LANDMARK_COLUMNS, MASK_COLUMN
 from fairnas.validation import Settings, is_integer
 
@@ -491,3 +491,14 @@ def _controlled_figure(analysis: Analysis, group_order: list[str], metric: str) 
     axes[0].legend(title="group", fontsize=7)
     figure.suptitle("Performance per value and group (controlled)")
     return figure
+
+
+register(
+    Audit(
+        "icon2",
+        "which attribute explains the disparity: confounder ranking and controlled disparity (ICON²)",
+        audit,
+        check=check_config,
+        title="ICON²",
+    )
+)

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 import torch
+from omegaconf import DictConfig
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedGroupKFold
 from sklearn.pipeline import make_pipeline
@@ -22,7 +23,7 @@ from sklearn.preprocessing import StandardScaler
 from torch import nn
 from torch.utils.data import DataLoader
 
-from fairnas.audits.base import AuditData, AuditResult
+from fairnas.audits.base import Audit, AuditData, AuditResult, register, settings_with_defaults
 from fairnas.data.dataset import FaceImageDataset
 from fairnas.models import FaceEmbedder, SearchableDPN, TimmBackbone
 
@@ -114,6 +115,11 @@ def probe_accuracy(
     )
 
 
+def check_config(config: DictConfig | dict | None) -> None:
+    """The audit has no settings: its section ``linear_probe: {}`` refuses any key."""
+    settings_with_defaults("linear_probe", config, {})
+
+
 def audit(model, data: AuditData, config: object = None) -> AuditResult:
     """The audit-command form: probe accuracy per layer on ``data``'s split, beside the chance level."""
     result = probe_accuracy(
@@ -129,3 +135,15 @@ def audit(model, data: AuditData, config: object = None) -> AuditResult:
         "(thesis Sec. 4.5.7)."
     )
     return AuditResult(tables={"accuracy": table}, figures={}, summary=result, finding=finding)
+
+
+register(
+    Audit(
+        "linear_probe",
+        "how linearly the representation exposes the group (thesis Sec. 4.5.7)",
+        audit,
+        check=check_config,
+        splits=("train", "val", "test"),
+        title="linear probes",
+    )
+)

@@ -4,7 +4,7 @@ same face break identification more often for one group?
 DistroFair (Sec. 3) learns the distribution of the reference images, mutates test images inside (ID) and beyond
 (OOD) it, and counts, per class, the mutated images on which the system's output changes. Here the classes whose
 fairness is tested are the protected groups, the system's output is the identity predicted for a probe against
-clean gallery templates (:mod:`fairnas.audits.identification`), the reference distribution is the *training
+clean gallery templates (:mod:`fairnas.audits.gallery`), the reference distribution is the *training
 split's* metadata, and the mutations are those of :mod:`fairnas.data.synthetic.mutations`: synthetic probes are
 re-rendered as the same person in the same photo with yaw, roll, scale, illumination or accessories changed;
 any probe can be rotated, zoomed or cropped in image space. Each probe gets one ID and one OOD value per mutation.
@@ -46,8 +46,8 @@ from omegaconf import DictConfig
 from scipy.stats import fisher_exact
 from statsmodels.stats.proportion import proportion_confint
 
-from fairnas.audits.base import AuditData, AuditResult, progress
-from fairnas.audits.identification import PixelPipeline, embed_arrays, enrol_gallery
+from fairnas.audits.base import Audit, AuditData, AuditResult, progress, register
+from fairnas.audits.gallery import PixelPipeline, embed_arrays, enrol_gallery
 from fairnas.audits.statistics import holm
 from fairnas.data.synthetic.mutations import (
     ID,
@@ -465,3 +465,14 @@ def _example_figure(original: np.ndarray | None, images: list[np.ndarray], recor
             color="C3" if record.metamorphic else "black",
         )
     return figure
+
+
+register(
+    Audit(
+        "ood",
+        "in- vs out-of-distribution metamorphic tests (DistroFair)",
+        audit,
+        check=check_config,
+        title="out-of-distribution metamorphic tests",
+    )
+)

@@ -16,7 +16,7 @@ import pandas as pd
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from fairnas.audits.base import AuditData, AuditResult
+from fairnas.audits.base import Audit, AuditData, AuditResult, register
 from fairnas.metrics import group_names
 from fairnas.robustness.bias import RobustnessBiasReport, robustness_bias_report
 from fairnas.robustness.evaluation import measure_distances
@@ -141,3 +141,15 @@ def _finding(summary: dict, group_order: list[str]) -> str:
         "farther than tau from the decision boundary (thesis Eq. 2.3); negative means closer, i.e. easier to "
         "flip with a small perturbation."
     )
+
+
+register(
+    Audit(
+        "robustness_bias",
+        "distances to the decision boundary per group (thesis Ch. 2)",
+        audit,
+        check=check_config,
+        splits=("train", "val", "test"),
+        title="robustness bias",
+    )
+)

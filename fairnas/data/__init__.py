@@ -4,7 +4,8 @@
 transforms, the decoded-image cache) import without it.
 """
 
-from fairnas.data.table import FaceTable, read_generic
+from fairnas.data.formats.generic import read_generic
+from fairnas.data.table import FaceTable
 
 __all__ = ["FaceDataModule", "FaceTable", "read_generic"]
 

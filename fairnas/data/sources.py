@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from fairnas.data.datamodule import FaceDataModule
+from fairnas.data.formats.generic import read_generic
 from fairnas.data.synthetic import SyntheticFaceSpec, render_synthetic_faces
-from fairnas.data.table import FaceTable, read_generic
+from fairnas.data.table import FaceTable
 
 
 def face_data_module(table: Callable[[], FaceTable], *, root: str | Path | None = None, **options) -> FaceDataModule:

@@ -1,8 +1,9 @@
-"""The generic on-disk face data format and the paper's subset rules.
+"""The table every data set becomes, and the paper's subset rules.
 
 Every data set, real or synthetic, ends up as a :class:`FaceTable`: an image root plus one row per image with
 columns ``path`` (relative to the root), ``identity``, ``split`` (train/val/test), the protected attribute and any
-extra attributes. Training and evaluation only ever read this table, so a new format is a function returning one.
+extra attributes. Training and evaluation only ever read this table, so a new format is a function returning one
+(:mod:`fairnas.data.formats`; the generic format, ``metadata.csv``, is :mod:`fairnas.data.formats.generic`).
 """
 
 from __future__ import annotations
@@ -27,35 +28,6 @@ class FaceTable:
 
     def split(self, name: str) -> pd.DataFrame:
         return self.frame[self.frame["split"] == name].reset_index(drop=True)
-
-
-def read_generic(root: str | Path, metadata: str = "metadata.csv", attribute: str = "group") -> FaceTable:
-    """Read an image folder with a metadata CSV: columns ``path``, ``identity``, ``split``, ``<attribute>``, extras."""
-    root = Path(root).expanduser()
-    if not root.is_dir():
-        raise FileNotFoundError(f"data.root: dataset directory '{root}' does not exist")
-    csv_path = root / metadata
-    if not csv_path.is_file():
-        raise FileNotFoundError(f"data: metadata file '{csv_path}' does not exist")
-    frame = pd.read_csv(csv_path, dtype={"identity": str, "path": str, "split": str})
-    missing = [c for c in (*REQUIRED_COLUMNS, attribute) if c not in frame.columns]
-    if missing:
-        raise ValueError(
-            f"{csv_path}: missing required column(s) {missing}; "
-            f"required: {[*REQUIRED_COLUMNS, attribute]} (the protected attribute is set by data.table.attribute)"
-        )
-    unknown = sorted(set(frame["split"]) - set(SPLITS))
-    if unknown:
-        raise ValueError(f"{csv_path}: column 'split' has values {unknown}; allowed: {list(SPLITS)}")
-    repeated = frame["path"][frame["path"].duplicated()].unique()
-    if len(repeated):
-        raise ValueError(
-            f"{csv_path}: column 'path' lists {len(repeated)} image(s) more than once (e.g. "
-            f"{repeated[0]!r}); each image must appear in one row"
-        )
-    frame[attribute] = frame[attribute].astype(str)
-    check_identity_disjoint(frame, source=str(csv_path))
-    return FaceTable(root=root, frame=frame, attribute=attribute)
 
 
 def check_identity_disjoint(frame: pd.DataFrame, source: str) -> None:

@@ -27,16 +27,15 @@ from __future__ import annotations
 import torch
 
 SCORE_PRECISIONS = ("auto", "float32", "bfloat16")
-"""``auto`` (the default) is bfloat16 on the CPU, float32 elsewhere. On two CPU cores bfloat16 was 1.4-2.1x faster
-at N = 2k-50k on well-separated embeddings and cost at most 0.04 s (N = 2k) on barely separated ones, where it falls
-back; on one H200, on barely separated embeddings at N = 1M, it was 0.96x float32 (it fell back), and it has not
-been timed on separated ones there yet (docs/metrics.md)."""
+"""``auto`` (the default) is bfloat16 on the CPU, float32 elsewhere: the choice the measurements of
+``bench/metrics_speed.py`` support (docs/benchmarks.md, "Metric speed", with their dates and machines)."""
 CUDA_SAFETY = 2.0
 FLOAT32_ROUNDOFF = 2.0**-24
 RECOMPUTE_CHUNK_ELEMENTS = 2**18  # float64 elements (pairs x D) gathered at once by ExactScorer.exact: fits L2
 WIDEST_BAND = 1 / 1024
-"""Share of a block's comparisons in the band above which a bfloat16 product loses to float32 (rescoring a pair
-costs 2-5 us on two CPU cores, against the ~10 ns a bfloat16 product saves per pair): probe_ranks then switches."""
+"""Share of a block's comparisons in the band above which a bfloat16 product loses to float32 (rescoring a pair in
+float64 costs hundreds of times what a bfloat16 product saves on it; docs/benchmarks.md, "Metric speed"): probe_ranks
+then switches."""
 INTERNAL_FLOAT32_ROUNDING = {"highest": 0.0, "high": 2.0**-10, "medium": 2.0**-7}  # TF32 / bfloat16 ulp
 
 

@@ -2,6 +2,6 @@
 module=...) -> scalar``; the training module adds ``weight * term`` to the loss
 (see :class:`~fairnas.training.module.FaceRecognitionModule`)."""
 
-from fairnas.regularizers.robustness_bias import RobustnessBiasRegularizer
+from fairnas.regularizers.adverm import RobustnessBiasRegularizer
 
 __all__ = ["RobustnessBiasRegularizer"]

@@ -6,7 +6,7 @@ class k (the largest other logit) is
     d(x) = (f_y(x) - f_k(x)) / ||grad_x (f_y(x) - f_k(x))||_2
 
 signed: positive when x is classified correctly, negative otherwise. It is what the AdvERM regulariser optimises
-(:mod:`fairnas.regularizers.robustness_bias`) and, clamped at 0, a cheap estimate that is neither an upper nor a
+(:mod:`fairnas.regularizers.adverm`) and, clamped at 0, a cheap estimate that is neither an upper nor a
 lower bound.
 """
 

@@ -26,7 +26,7 @@ from fairnas.study.inference import TESTED
 RULE = (
     "a one-sided paired t-test and an exact sign-flip test, both required, Holm per test over the primary claims; "
     "seed floor floor(log2(1 / level)) + 1 at the plan level alpha / m (primary) or alpha (exploratory); detectable "
-    "effects at the plan level; zero variance degenerate (issue 58 part 6)"
+    "effects at the plan level; zero variance degenerate (docs/study.md, 'How a claim is decided')"
 )
 """The rule :func:`redecide` decides by, in words (a results manifest records it)."""
 SHARED = ("n", "effect", "p")

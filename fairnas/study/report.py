@@ -14,7 +14,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from fairnas.html_report import Section, write_report
+from fairnas.html_report import PageSection, write_report
 from fairnas.io import write_text_atomic
 from fairnas.study.claims import DOES_NOT_HOLD, HOLDS, NOT_APPLICABLE, TOO_FEW_SEEDS
 from fairnas.study.inference import ZERO_VARIANCE, d_z_interval
@@ -163,19 +163,13 @@ def write_pages(
     md = output_dir / "report.md"
     write_text_atomic(md, "\n".join(markdown) + "\n")
     sections = [
-        Section(stage.title, stage.description, tuple(stage.findings), stage.tables, stage.figures, stage.seconds)
+        PageSection(stage.title, stage.description, tuple(stage.findings), stage.tables, stage.figures, stage.seconds)
         for stage in stages
     ]
     page = write_report(
         output_dir / "report.html", title=title, header=header, sections=sections, config_yaml=config_yaml
     )
     return md, page
-
-
-def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
-    """A Markdown table; integer columns as integers, floats with ``digits`` decimals."""
-    integers = frame.select_dtypes("integer").columns
-    return frame.astype({column: str for column in integers}).to_markdown(index=False, floatfmt=f".{digits}f")
 
 
 def _minutes(seconds: float) -> str:

@@ -2,14 +2,14 @@
 
 The run's model and data module are rebuilt by :func:`~fairnas.training.build.load_run` (``data=<option>`` audits
 another data set through the run's own transforms). Every audit named in ``audits`` (:data:`fairnas.audits.AUDITS`)
-gets ``audit(model, data, cfg[<audit>])`` and writes into ``cfg.output_dir``:
+runs on ``cfg[<audit>]`` and writes into ``cfg.output_dir``:
 
 - ``<audit>/<table>.csv`` and ``<audit>/<figure>.png``, ``<audit>/summary.json`` (its numbers and finding);
 - ``summary.json``: the checkpoint, split, every audit's summary, finding and time;
 - ``report.html``: one self-contained page with every finding, figure and table, and the config.
 
 Tables, figures, scalar summaries and the page also go to the configured loggers (:mod:`fairnas.reporting`).
-All settings of every chosen audit are checked before the model is rebuilt.
+The split and the settings of every registered audit, chosen or not, are checked before the model is rebuilt.
 """
 
 from __future__ import annotations
@@ -22,15 +22,14 @@ from pathlib import Path
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from fairnas.audits import AUDITS, audit_module
+from fairnas.audits import check_audits, chosen_audits
 from fairnas.audits.base import AuditData
 from fairnas.data import FaceDataModule
-from fairnas.data.table import SPLITS
-from fairnas.html_report import Section, write_report
+from fairnas.html_report import PageSection, write_report
 from fairnas.io import write_json_atomic
-from fairnas.reporting import Report, resolve_device
+from fairnas.reporting import Report
 from fairnas.tasks.cli import hydra_command
-from fairnas.training.build import Run, load_run
+from fairnas.training.build import Run, load_run, resolve_device
 from fairnas.validation import is_number
 
 log = logging.getLogger(__name__)
@@ -39,17 +38,8 @@ REPORT_FILE = "report.html"
 
 def audit(cfg: DictConfig) -> dict:
     """Run ``cfg.audits`` on ``cfg.split`` of ``cfg.ckpt``; returns the summary (also ``summary.json``)."""
-    modules = _chosen_audits(cfg)
-    if cfg.split not in SPLITS:
-        raise ValueError(f"split={cfg.split!r} is not a split; allowed: {list(SPLITS)}")
-    if cfg.split == "train" and set(modules) - {"robustness_bias", "linear_probe"}:
-        raise ValueError(
-            "split=train: only robustness_bias and linear_probe audit training identities; the other "
-            "audits identify held-out probes against gallery templates (split=val or split=test)"
-        )
-    for name, module in modules.items():
-        if hasattr(module, "check_config"):
-            module.check_config(cfg[name])
+    audits = chosen_audits(cfg.audits)
+    check_audits(cfg, audits)
 
     run = load_run(cfg.ckpt, device=resolve_device(cfg.device), data_root=cfg.data_root)
     data = AuditData(_datamodule(cfg, run), cfg.split, seed=cfg.seed, batch_size=cfg.batch_size)
@@ -57,10 +47,11 @@ def audit(cfg: DictConfig) -> dict:
     summary = {"ckpt": str(cfg.ckpt), "model": run.label, "data": str(data.root), "split": cfg.split, "audits": {}}
     sections = []
     with Report(cfg) as report:
-        for name, module in modules.items():
-            log.info("audit %s: %s", name, AUDITS[name])
+        for each in audits:
+            name = each.name
+            log.info("audit %s: %s", name, each.question)
             start = time.perf_counter()
-            result = module.audit(run.module, data, cfg[name])
+            result = each.run(run.module, data, cfg[name])
             seconds = time.perf_counter() - start
             tables = {table: report.table(f"{name}/{table}", frame) for table, frame in result.tables.items()}
             figures = {figure: report.figure(f"{name}/{figure}", plot) for figure, plot in result.figures.items()}
@@ -68,7 +59,7 @@ def audit(cfg: DictConfig) -> dict:
             write_json_atomic(output_dir / name / "summary.json", record)
             report.metrics(_scalars(result.summary, f"audit/{name}"))
             summary["audits"][name] = record
-            sections.append(Section(name, AUDITS[name], (result.finding,), tables, figures, seconds))
+            sections.append(PageSection(name, each.question, (result.finding,), tables, figures, seconds))
             log.info("%s (%.0f s): %s", name, seconds, result.finding)
         write_json_atomic(output_dir / "summary.json", summary)
         page = write_report(
@@ -78,7 +69,7 @@ def audit(cfg: DictConfig) -> dict:
                 "checkpoint": str(cfg.ckpt),
                 "split": cfg.split,
                 "data set": summary["data"],
-                "audits": ", ".join(modules),
+                "audits": ", ".join(each.name for each in audits),
             },
             sections=sections,
             config_yaml=OmegaConf.to_yaml(cfg, resolve=True),
@@ -86,15 +77,6 @@ def audit(cfg: DictConfig) -> dict:
         report.log_html("audit/report", page)
     log.info("audit report: %s", page)
     return summary
-
-
-def _chosen_audits(cfg: DictConfig) -> dict:
-    names = list(cfg.audits or [])
-    if not names:
-        raise ValueError(f"audits: name at least one audit; allowed: {list(AUDITS)}")
-    if len(set(names)) != len(names):
-        raise ValueError(f"audits={names} names an audit twice")
-    return {name: audit_module(name) for name in names}
 
 
 def _datamodule(cfg: DictConfig, run: Run) -> FaceDataModule:

@@ -25,9 +25,9 @@ from fairnas.data.table import SPLITS
 from fairnas.evaluation.all_metrics import BenchmarkResult, evaluate_benchmark
 from fairnas.evaluation.embeddings import embed_images
 from fairnas.evaluation.report import accuracy_table, fairness_table, long_table, probe_table
-from fairnas.reporting import Report, resolve_device
+from fairnas.reporting import Report
 from fairnas.tasks.cli import hydra_command
-from fairnas.training.build import Run, load_run
+from fairnas.training.build import Run, load_run, resolve_device
 
 log = logging.getLogger(__name__)
 INDEXED_TABLES = ("accuracy", "linear_probe")  # tables whose index (the model) is a column of their CSV

@@ -1,10 +1,11 @@
 """A run: how a training config becomes a model and its data, and how a finished run comes back.
 
 ``build_model(cfg)`` wires a composed training config to objects (the only place that does). ``load_run(path)`` is
-the one way to rebuild a trained run: every checkpoint that ``train`` writes carries the run's resolved config
-(``hyper_parameters["config"]``), so the checkpoint alone gives the model, its weights (loaded with
-``weights_only=True``: a checkpoint cannot run code) and its data split. A run that started from another run's
-weights (``init_from``, e.g. SensitiveNets) holds those weights itself and does not need the other run again.
+the one way to rebuild a trained run (``resolve_device`` says where it goes): every checkpoint that ``train`` writes
+carries the run's resolved config (``hyper_parameters["config"]``), so the checkpoint alone gives the model, its
+weights (loaded with ``weights_only=True``: a checkpoint cannot run code) and its data split. A run that started from
+another run's weights (``init_from``, e.g. SensitiveNets) holds those weights itself and does not need the other run
+again.
 """
 
 from __future__ import annotations
@@ -28,11 +29,18 @@ from fairnas.models import FaceEmbedder, ops_name
 from fairnas.training.module import FaceRecognitionModule
 from fairnas.training.settings import check_input_size, check_training_settings
 
+FORMERLY_EXPORTED = ("celeba", "folders", "rfw", "vggface2")  # fairnas.data.formats exported them before its registry
 EMBEDDER_PREFIX = "embedder."
 CHECKPOINT_DIR, LAST_CHECKPOINT = "checkpoints", "last.ckpt"
 # How torch's weights-only unpickler refuses to rebuild a Python object a file names (a class or a function: code).
 CODE_REFUSAL = re.compile(r"GLOBAL (\S+)")
 WEIGHTS_UNPICKLER_REASON = "WeightsUnpickler error:"  # torch's own reason follows its advice on weights_only
+MOVED_TARGETS = {
+    "fairnas.losses.FocalLoss": "fairnas.training.losses.FocalLoss",
+    "fairnas.data.table.read_generic": "fairnas.data.formats.generic.read_generic",
+    **{f"fairnas.data.formats.read_{name}": f"fairnas.data.formats.{name}.read_{name}" for name in FORMERLY_EXPORTED},
+}
+"""Where a ``_target_`` a saved run's config may name has moved since: :func:`load_run` follows it."""
 
 
 @dataclasses.dataclass
@@ -167,6 +175,14 @@ def check_partial(factory: Any, key: str) -> Any:
     return factory
 
 
+def resolve_device(name: str) -> torch.device:
+    """Where a loaded run goes (evaluate's and audit's ``device``): ``auto`` is the first CUDA device when there is
+    one, else the CPU; any other name is taken as given."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
 def load_run(
     path: str | Path, *, device: str | torch.device = "cpu", data_root: str | None = None, key: str = "ckpt"
 ) -> Run:
@@ -177,7 +193,7 @@ def load_run(
     even when the run folder was moved; ``data_root`` replaces the data set's location.
     """
     checkpoint, state = read_checkpoint(path, key=key)
-    config = OmegaConf.create(state["hyper_parameters"]["config"])
+    config = OmegaConf.create(_follow_moved_targets(state["hyper_parameters"]["config"]))
     run_dir = checkpoint.parent.parent
     with open_dict(config):
         _relocate_data(config, data_root)
@@ -266,6 +282,19 @@ def _load_weights(model: nn.Module, state: dict, prefix: str, source: str | Path
         detail = " ".join(line.strip() for line in str(error).splitlines()[1:3])
         detail = detail if len(detail) <= 300 else detail[:300] + " ..."
         raise ValueError(f"{key}: '{source}' does not match the model of this config: {detail}") from None
+
+
+def _follow_moved_targets(node: Any) -> Any:
+    """A saved config (plain dicts and lists) with every ``_target_`` that :data:`MOVED_TARGETS` names replaced by
+    where it lives now."""
+    if isinstance(node, dict):
+        node = {key: _follow_moved_targets(value) for key, value in node.items()}
+        if node.get("_target_") in MOVED_TARGETS:
+            node["_target_"] = MOVED_TARGETS[node["_target_"]]
+        return node
+    if isinstance(node, list):
+        return [_follow_moved_targets(item) for item in node]
+    return node
 
 
 def _relocate_data(config: DictConfig, data_root: str | None) -> None:

@@ -23,7 +23,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from fairnas.data.formats.common import drop_unreadable, face_table, log_skips, require_dir, require_file
+from fairnas.data.formats.common import (
+    DataFormat,
+    drop_unreadable,
+    face_table,
+    log_skips,
+    register,
+    require_dir,
+    require_file,
+)
 from fairnas.data.formats.splits import SplitSpec, apply_identity_splits, identity_splits
 from fairnas.data.masks import LANDMARK_COLUMNS
 from fairnas.data.table import SPLITS, FaceTable
@@ -135,3 +143,6 @@ def _identity_majority(frame: pd.DataFrame, attribute: str) -> pd.DataFrame:
     log_skips(DATASET, {f"images of {len(tied)} identities with a tied '{attribute}' vote": int((~keep).sum())})
     frame = frame[keep]
     return frame.assign(**{attribute: frame["identity"].map(share > 0.5).map({True: "1", False: "0"})})
+
+
+register(DataFormat(DATASET, "CelebA", read_celeba))

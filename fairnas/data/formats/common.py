@@ -1,10 +1,12 @@
-"""What every on-disk format needs: path checks, folder scans, counted skips of bad images, group checks."""
+"""What every on-disk format needs: the registry of formats, path checks, folder scans, counted skips of bad images,
+group checks."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -13,8 +15,29 @@ from PIL import Image
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from fairnas.data.table import FaceTable, check_identity_disjoint
+from fairnas.registry import Registry
 
 log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class DataFormat:
+    """A registered on-disk format: its ``name`` (the ``data=<name>`` option, ``conf/data/<name>.yaml``, whose
+    ``table._target_`` is ``read``), its ``title`` (how the docs' table of data sets and the README's feature list call
+    it) and ``read(root, ...) -> FaceTable``."""
+
+    name: str
+    title: str
+    read: Callable[..., FaceTable]
+
+
+FORMATS: Registry[DataFormat] = Registry("data format")
+"""The on-disk formats by name, in the order their modules registered them."""
+
+
+def register(data_format: DataFormat) -> DataFormat:
+    """Add a format to the registry (a format's module does so when it is imported)."""
+    return FORMATS.add(data_format)
 
 
 def require_dir(path: str | Path | None, what: str) -> Path:

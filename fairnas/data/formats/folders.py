@@ -16,9 +16,11 @@ from pathlib import Path
 import pandas as pd
 
 from fairnas.data.formats.common import (
+    DataFormat,
     drop_unreadable,
     face_table,
     log_skips,
+    register,
     require_dir,
     require_file,
     scan_identity_folders,
@@ -67,3 +69,6 @@ def read_folders(
     groups = frame.groupby("identity")[attribute].first()
     frame = apply_identity_splits(frame, identity_splits(groups, split, DATASET), DATASET)
     return face_table(root, frame, attribute, DATASET)
+
+
+register(DataFormat(DATASET, "folder per identity", read_folders))

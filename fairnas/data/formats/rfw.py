@@ -16,7 +16,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from fairnas.data.formats.common import drop_unreadable, face_table, require_dir, scan_identity_folders
+from fairnas.data.formats.common import (
+    DataFormat,
+    drop_unreadable,
+    face_table,
+    register,
+    require_dir,
+    scan_identity_folders,
+)
 from fairnas.data.formats.splits import SplitSpec, apply_identity_splits, identity_splits
 from fairnas.data.formats.verification import VerificationBenchmark, index_pairs, pair_paths, parse_pairs_file
 from fairnas.data.table import FaceTable
@@ -61,3 +68,6 @@ def _rfw_images(root: Path, verify_images: bool) -> pd.DataFrame:
     frames = [scan_identity_folders(root, f"{IMAGE_DIR}/{race}", DATASET).assign(**{ATTRIBUTE: race}) for race in RACES]
     frame = pd.concat(frames, ignore_index=True)
     return drop_unreadable(root, frame, verify_images, DATASET)
+
+
+register(DataFormat(DATASET, "RFW", read_rfw))

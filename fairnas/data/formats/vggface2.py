@@ -18,9 +18,11 @@ from pathlib import Path
 import pandas as pd
 
 from fairnas.data.formats.common import (
+    DataFormat,
     drop_unreadable,
     face_table,
     log_skips,
+    register,
     require_dir,
     require_file,
     scan_identity_folders,
@@ -89,3 +91,6 @@ def read_identity_meta(path: Path) -> pd.DataFrame:
         name = ", ".join(fields[1 : 2 + surplus]).strip('"')
         rows.append([fields[0], name, *fields[2 + surplus :]])
     return pd.DataFrame(rows, columns=header).set_index("Class_ID")
+
+
+register(DataFormat(DATASET, "VGGFace2", read_vggface2))

@@ -6,7 +6,7 @@ with ``regularizer=robustness_bias`` (alpha, tau, temperature). Every run report
 bias max_g |sigma(g)| from DeepFool distances (``eval.robustness_bias``, thesis eq. 2.3), the rank disparity and
 the error, plus its wall time. Printed per seed and as mean +- standard error over seeds; written as CSV.
 
-    python bench/robustness_bias.py [--seeds 0 1 2] [--epochs 4] [--alpha 1.0] [--tau 0.05] [--out DIR]
+    python bench/adverm_effect.py [--seeds 0 1 2] [--epochs 4] [--alpha 1.0] [--tau 0.05] [--out DIR]
 """
 
 from __future__ import annotations
