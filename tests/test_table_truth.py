@@ -67,19 +67,23 @@ def test_each_training_seed_reads_each_configuration_s_next_seed_and_a_fifth_is_
         target(CONFIGS["few"], 99, 2)
 
 
-def test_the_held_out_score_averages_only_the_seeds_the_search_never_read(table):
-    truth = Truth(table, ["error", "rank_disparity"], 2)
+def test_the_answer_is_judged_on_the_same_seeds_whatever_the_search_read(table):
+    """The judging seeds are fixed per search seed (each configuration's from position ``readable`` of its order),
+    so answers that read 1 or 3 seeds are judged alike; a search that read more than ``readable`` is not judged."""
+    truth = Truth(table, ["error", "rank_disparity"], 2, readable=3)
     order = truth.seed_order(4)
     returned = pd.DataFrame(
         {"error": [0.2, 0.5], "rank_disparity": [1.0, 1.0]}, index=[config_id(c) for c in CONFIGS.values()]
     )
-    held_out = truth.judge_held_out(returned, search_seed=4, read=3)
+    judged = truth.judge_held_out(returned, search_seed=4)
     for name, config in CONFIGS.items():
-        unread = truth.config_order(config_id(config), order)[3:]
-        assert held_out.loc[config_id(config), "error"] == pytest.approx(np.mean([value(name, s) for s in unread]))
-    # every seed of "few" read: it has no held-out value, and the answer no held-out score
-    assert truth.judge_held_out(returned, search_seed=4, read=4).loc[config_id(CONFIGS["few"])].isna().all()
-    scores = quality(returned, truth, (1.0, 10.0), 1.0, search_seed=4, read=4)
-    assert np.isnan(scores["heldout_true_share"]) and scores["true_share"] > 0
-    scores = quality(returned, truth, (1.0, 10.0), 1.0, search_seed=4, read=1)
-    assert np.isfinite(scores["heldout_true_share"]) and scores["answer_size"] == 2
+        judges = truth.config_order(config_id(config), order)[3:]  # "few": one seed, "many": three
+        assert len(judges) == (1 if name == "few" else 3)
+        assert judged.loc[config_id(config), "error"] == pytest.approx(np.mean([value(name, s) for s in judges]))
+    one, three = (quality(returned, truth, (1.0, 10.0), 1.0, search_seed=4, read=read) for read in (1, 3))
+    assert one["heldout_true_share"] == three["heldout_true_share"] > 0 and one["answer_size"] == 2
+    too_many = quality(returned, truth, (1.0, 10.0), 1.0, search_seed=4, read=4)
+    assert np.isnan(too_many["heldout_true_share"]) and too_many["true_share"] > 0
+    assert Truth(table, ["error"], 2).readable == 2  # default: half the seeds every configuration has
+    with pytest.raises(ValueError, match="readable=4: a search must read at least one seed and leave one"):
+        Truth(table, ["error"], 2, readable=4)

@@ -13,10 +13,16 @@ surrogate benchmark, the surrogate's predicted means: :class:`~fairnas.benchmark
 - ``evaluated_true_share``: the true share of every configuration the run trained at the full budget, judged
   without the noisy selection: how much of the answer's shortfall is the search's (what it trained) and how much
   the selection's (what it returned from it).
-- ``heldout_*``: the same, with each configuration's true values averaged only over its table seeds the search
-  never read. The seeds a search read also decided what it returned, so their mean flatters its answer; the held-out
-  mean does not (it is noisier: fewer seeds). On a real table this is the score every verdict is decided on
+- ``heldout_*``: the same, with each configuration's true values averaged only over table seeds the search never
+  read. The seeds a search read also decided what it returned, so their mean flatters its answer; the held-out mean
+  does not. On a real table this is the score every verdict is decided on
   (:data:`~fairnas.benchmarks.comparison_plan.HELD_OUT_SCORE`); the flattering ``true_share`` only stands beside it.
+  The seeds that judge are fixed per table and search seed, whatever a search reads: the positions from
+  ``Truth.readable`` on of each configuration's order. A search may read the positions before (its trials, the final
+  stage's); one that reads more has no held-out value. Judging every method on the same number of seeds matters:
+  the hypervolume of noisy values overstates that of their means, the more the noisier they are (on the 3-seed table,
+  random search's answer scores 0.42 of share judged on two seeds and 0.70 on one), so answers judged on fewer seeds
+  would be flattered by the judge's noise.
 
 A table whose configurations hold different numbers of seeds (the 337-configuration table, whose best quarter got
 more) is read in one order per search: the seeds every configuration has first, in an order drawn from the search's
@@ -44,7 +50,7 @@ if TYPE_CHECKING:
 class Truth:
     """The true values of a noisy table and the order in which a search with a given seed reads its seeds."""
 
-    def __init__(self, table: pd.DataFrame, objectives: Sequence[str], max_budget: float):
+    def __init__(self, table: pd.DataFrame, objectives: Sequence[str], max_budget: float, readable: int | None = None):
         self.table, self.objectives, self.max_budget = table, tuple(objectives), int(max_budget)
         final = table[table["epoch"] == self.max_budget]
         by_config = final.groupby("config_id")["seed"]
@@ -52,6 +58,14 @@ class Truth:
         self.seeds = sorted(set().union(*self.config_seeds.values()))
         self.common_seeds = sorted(frozenset.intersection(*self.config_seeds.values()))
         """The seeds every configuration has."""
+        self.readable = len(self.common_seeds) // 2 if readable is None else readable
+        """How many training seeds a search may read and still be judged: every configuration's seeds from this
+        position of its order on judge the answer (default: half the seeds every configuration has)."""
+        if not 0 < self.readable < len(self.common_seeds):
+            raise ValueError(
+                f"readable={self.readable}: a search must read at least one seed and leave one of the "
+                f"{len(self.common_seeds)} every configuration has to judge it"
+            )
         columns = [f"val/{name}" for name in self.objectives]
         self._runs = final.set_index(["config_id", "seed"])[columns].sort_index()
 
@@ -76,16 +90,14 @@ class Truth:
         """The true values over ``seeds`` of the configurations ``returned`` (indexed by ``config_id``)."""
         return self.values(seeds).loc[returned.index, list(self.objectives)]
 
-    def judge_held_out(self, returned: pd.DataFrame, search_seed: int, read: int) -> pd.DataFrame:
-        """The true values of the configurations ``returned`` over the seeds of each that a search with
-        ``search_seed`` never read, when it used ``read`` training seeds (the first ``read`` of each configuration's
-        :meth:`config_order`); NaN for a configuration it read every seed of."""
+    def judge_held_out(self, returned: pd.DataFrame, search_seed: int) -> pd.DataFrame:
+        """The true values of the configurations ``returned`` over the seeds that judge a search with
+        ``search_seed``: each configuration's seeds from position :attr:`readable` of its :meth:`config_order`."""
         order = self.seed_order(search_seed)
         rows = []
         for identifier in returned.index:
-            held_out = [(identifier, seed) for seed in self.config_order(identifier, order)[read:]]
-            values = self._runs.loc[held_out].to_numpy(dtype=float)
-            rows.append(values.mean(axis=0) if len(values) else np.full(len(self.objectives), np.nan))
+            judges = [(identifier, seed) for seed in self.config_order(identifier, order)[self.readable :]]
+            rows.append(self._runs.loc[judges].to_numpy(dtype=float).mean(axis=0))
         return pd.DataFrame(rows, index=returned.index, columns=list(self.objectives))
 
 
@@ -130,14 +142,13 @@ def quality(
     of a search with ``search_seed`` that used ``read`` training seeds, and, given the configurations the run
     ``trained`` at the full budget (:func:`evaluated`), ``evaluated_true_share``: the true share of the best of them,
     the answer a selection without noise would return; NaN where the run returned nothing (for the held-out values
-    also where a configuration of the answer has no seed the search did not read, or the truth has no seeds)."""
+    also where it read more seeds than :attr:`Truth.readable`, or the truth has no seeds)."""
     result: dict[str, float] = {"answer_size": float(len(returned))}
+    judged = isinstance(truth, Truth) and read <= truth.readable
     for prefix in ("", "heldout_"):
         values = None
-        if not returned.empty:
-            held_out = prefix and isinstance(truth, Truth)
-            values = truth.judge_held_out(returned, search_seed, read) if held_out else truth.judge(returned)
-            values = None if (prefix and not held_out) or values.isna().any().any() else values
+        if not returned.empty and (judged or not prefix):
+            values = truth.judge_held_out(returned, search_seed) if prefix else truth.judge(returned)
         if values is None:
             result |= {f"{prefix}true_share": np.nan}
             result |= {f"{prefix}pick_{name}{gap}": np.nan for name in truth.objectives for gap in ("", "_gap")}

@@ -10,11 +10,13 @@
 - ``table``: the tabular benchmark of the embedded problem (:mod:`fairnas.benchmarks.tables`, ``dpn_showcase_noisy``):
   look-ups of every configuration's per-epoch validation metrics, maximum hypervolume that of the table's front.
 - ``table6``: the same 81 configurations with 6 training seeds each (``dpn_showcase_noisy6``), so that a search
-  reading 3 (its trials', then the final stage's 2) is judged on 3 it never read.
+  reading 3 (its trials', then the final stage's 2) is judged on 3 it never read; on ``table`` a search may read 1
+  and is judged on 2.
 - ``paper_table``: the 337 configurations of the paper's whole space that the surrogate is fitted to, each with at
   least 4 training seeds and its best quarter with more (``dpn_paper_table``): the real landscape of the paper's
   space, searched directly. A search reads each configuration's seeds in one order per search seed (the seeds every
-  configuration has first, :class:`~fairnas.benchmarks.answer_quality.Truth`), the rest are held out.
+  configuration has first, :class:`~fairnas.benchmarks.answer_quality.Truth`), at most 3 of them; the rest (one, two
+  in the best quarter) judge its answer.
 - ``surrogate``: the surrogate benchmark of the paper's whole space (:mod:`fairnas.benchmarks.surrogate`, fitted to
   the table ``dpn_paper_sampled``): simulated runs of any configuration, judged at the surrogate's means, its
   "maximum" hypervolume a reference (the best front a local search found, :mod:`fairnas.benchmarks.surrogate_front`;
@@ -110,16 +112,17 @@ def botorch_problem(name: str, fidelity_mapping: str = "linear_from_min", total_
     )
 
 
-def table_problem(name: str = "dpn_showcase_noisy", tables: Path | None = None) -> Problem:
+def table_problem(name: str = "dpn_showcase_noisy", tables: Path | None = None, readable: int | None = None) -> Problem:
     """The tabular benchmark ``<name>`` of the folder ``tables`` (default: the shipped ones,
     :mod:`fairnas.benchmarks.tables`): look-ups instead of training, so consumed epochs are charged as if trained
     (``RetrainingCost``). A search with seed s reads the table's training seeds in an order drawn from s
     (``Truth.seed_order``): its trials the first, each new training seed (the final stage's, SMAC's racing seeds)
-    the next, each configuration the next of its own seeds. Reference point: :func:`_reference_point`.
+    the next, each configuration the next of its own seeds, up to ``readable`` of them (default: half the seeds
+    every configuration has); the rest judge its answer (``Truth.readable``). Reference point: :func:`_reference_point`.
     ``max_hypervolume`` is that of the front of the true values (means over all the table's seeds)."""
     table, spec = load_table(name, *([tables] if tables else []))
     objectives, max_budget = tuple(spec["objectives"]), spec["max_budget"]
-    truth = Truth(table, objectives, max_budget)
+    truth = Truth(table, objectives, max_budget, readable)
 
     def make_target(run_dir: Path, continuing: bool, seed: int) -> tuple[Target, CostMeter]:
         return TableTarget(table, objectives, seed_order=truth.seed_order(seed)), RetrainingCost(continuing)
@@ -250,7 +253,7 @@ PROBLEMS = {
     "momf_park_s8": lambda: botorch_problem("momf_park", "share_of_max", 800),
     "table": table_problem,
     "table6": lambda: table_problem("dpn_showcase_noisy6"),
-    "paper_table": lambda: table_problem("dpn_paper_table"),
+    "paper_table": lambda: table_problem("dpn_paper_table", readable=3),
     "surrogate": surrogate_problem,
     "surrogate_table": lambda: surrogate_problem("dpn_showcase_noisy"),
 }
