@@ -39,6 +39,7 @@ def test_the_docs_blocks_are_rendered_from_the_committed_data():
             f"{page}: run python -m bench.evidence.results render"
         )
         assert all((REPO / folder / results.MANIFEST).is_file() for folder, _ in tables.values())
+    assert "<!-- results:" not in (REPO / "README.md").read_text()  # the README links to the pages
 
 
 def test_the_gpu_table_judges_each_goal_and_says_what_was_not_measured(tmp_path):

@@ -1,12 +1,12 @@
-"""Results committed as data, and the README's and the docs' tables rendered from them.
+"""Results committed as data, and the docs' tables rendered from them.
 
 Every folder under ``results/`` holds the small CSV tables of one measured run (no checkpoints) and a
 ``manifest.json`` that says how they were made: the command, the commit, the date, the machine, the wall time. The
-README's and the docs' result tables are not written by hand: ``python -m bench.evidence.results render`` rewrites
-each block between ``<!-- results:NAME -->`` and ``<!-- /results:NAME -->`` of a page of :data:`PAGES` from its
-folder, and ``python -m bench.evidence.results check`` exits 1 naming every block that differs from its data
-(``tests/test_results.py`` runs it on the repository, so the pages and the data cannot drift apart). A file a block
-cannot be rendered from is refused in one line that names it.
+docs' result tables are not written by hand: ``python -m bench.evidence.results render`` rewrites each block between
+``<!-- results:NAME -->`` and ``<!-- /results:NAME -->`` of a page of :data:`PAGES` from its folder, and ``python -m
+bench.evidence.results check`` exits 1 naming every block that differs from its data (``tests/test_results.py``
+runs it on the repository, so the docs and the data cannot drift apart). A file a block cannot be rendered from is
+refused in one line that names it.
 
 ``python -m bench.evidence.results collect-study <study folder> results/<name> --command "..."`` copies a finished
 study's tables into a results folder and writes its manifest; ``python -m bench.evidence.results manifest
@@ -147,7 +147,7 @@ STRATEGIES = {
     "botorch": "BoTorch GP",
 }
 """The strategy table's rows: method names of ``fairnas.benchmarks.methods`` (``bench/search_efficiency.py
---methods``) and how the README's strategy table calls them."""
+--methods``) and how the strategy table (docs/search_benchmark.md) calls them."""
 
 
 QUALITY_FILES = {
@@ -398,11 +398,11 @@ def comparison_table(folder: Path) -> str:
 Tables = dict[str, tuple[str, Callable[[Path], str]]]
 """A page's blocks: block name -> (its results folder, relative to the repository; the function that renders it)."""
 PAGES: dict[str, Tables] = {
-    "README.md": {
+    "docs/search_benchmark.md": {
         "strategies": ("results/search_efficiency", strategy_table),
         "comparison": ("results/search_comparison", comparison_table),
-        "claims": ("results/showcase", claims_table),
     },
+    "docs/showcase.md": {"claims": ("results/showcase", claims_table)},
     "docs/scale.md": {"gpu_check": ("results/gpu_check", gpu_check_table)},
     "docs/benchmarks.md": {"training_overhead": ("results/training_overhead", training_overhead_table)},
     "docs/search_strategies.md": {
@@ -493,8 +493,8 @@ def _time_logs(paths: Sequence[Path]) -> dict:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.evidence.results", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="action", required=True)
-    commands.add_parser("render", help="rewrite the pages' results blocks from their data")
-    commands.add_parser("check", help="exit 1 when a page's results block differs from its data")
+    commands.add_parser("render", help="rewrite the docs' results blocks from their data")
+    commands.add_parser("check", help="exit 1 when a docs results block differs from its data")
     collect = commands.add_parser("collect-study", help="copy a finished study's tables into a results folder")
     collect.add_argument("study_dir", type=Path)
     collect.add_argument("target", type=Path)
