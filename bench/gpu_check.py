@@ -55,7 +55,7 @@ import pandas as pd
 import pytorch_lightning as pl
 import torch
 
-from fairnas.gpu_check_report import exact_metrics_met, met, paper_dpn_bf16
+from bench.evidence.gpu_check_report import exact_metrics_met, met, paper_dpn_bf16
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 PEAKS = {"H200": (989.4, 494.7), "H100": (989.4, 494.7), "A100": (312.0, 156.0), "L40S": (362.1, 183.0)}

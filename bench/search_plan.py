@@ -40,6 +40,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from scipy import stats
 
+from bench.evidence.results import format_verdicts, read_manifest, source_commit
 from fairnas.benchmarks.comparison_plan import (
     BASELINE,
     HELD_OUT_SCORE,
@@ -52,7 +53,6 @@ from fairnas.benchmarks.comparison_plan import (
 from fairnas.benchmarks.methods import METHODS
 from fairnas.benchmarks.problems import PROBLEMS
 from fairnas.io import write_json_atomic, write_text_atomic
-from fairnas.results import format_verdicts, read_manifest, source_commit
 
 RUN = "PYTHONHASHSEED=0 OMP_NUM_THREADS=1 python bench/search_efficiency.py"
 WORK_DIR = "outputs/search_comparison"

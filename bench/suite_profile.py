@@ -36,7 +36,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from fairnas import results
+from bench.evidence import results
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 RECORDS = "FAIRNAS_SUITE_PROFILE_DIR"

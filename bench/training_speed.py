@@ -69,8 +69,8 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.profilers import PassThroughProfiler, Profiler
 from torch.utils.flop_counter import FlopCounterMode
 
+from bench.evidence.overhead_report import OVERHEAD_GOAL_MS
 from fairnas.config import compose_config
-from fairnas.overhead_report import OVERHEAD_GOAL_MS
 from fairnas.search import load_space
 from fairnas.search.parallel import with_threads
 from fairnas.training.build import build_embedder, instantiate_partial

@@ -14,8 +14,8 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from bench import search_plan
+from bench.evidence.results import write_manifest
 from fairnas.benchmarks.comparison_plan import detectable_lead, make_plan, planned_seeds, required_seeds, verdicts
-from fairnas.results import write_manifest
 
 MAX_BUDGET = 4
 PLAN = {

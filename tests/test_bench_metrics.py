@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from bench import gpu_check, metrics_speed
+from bench.evidence.gpu_check_report import GOALS
 from fairnas.config import compose_config
-from fairnas.gpu_check_report import GOALS
 
 
 @pytest.fixture(scope="module")

@@ -116,9 +116,32 @@ def test_sphinx_roles_become_cross_references(tmp_path):
     assert "[`nowhere`][nowhere]" in thing
 
 
+def long_prose_lines(text: str, width: int = 120) -> list[int]:
+    """The numbers of the lines of Markdown ``text`` over ``width`` characters outside code (fenced blocks, indented
+    lines) once each link's target is left out: a line may be long only for its code or its links."""
+    found, fenced = [], False
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and not line.startswith("    ") and len(re.sub(r"\]\([^)\s]+\)", "]", line)) > width:
+            found.append(number)
+    return found
+
+
+def test_a_long_prose_line_is_found_and_code_and_link_targets_are_not():
+    link = f"[the page](docs/{'a' * 150}.md)"
+    text = f"{'x' * 121}\n```bash\n{'y' * 200}\n```\n    {'z' * 200}\n{link}\n{'w' * 115} {link}"
+    assert long_prose_lines(text) == [1, 7]
+
+
 def test_the_readme_is_a_front_door():
+    """At most 120 lines and 12,000 characters, no line over 120 characters but for its code or links; what fairnas
+    is and its two commands come first."""
     readme = (REPO / "README.md").read_text()
-    assert len(readme.splitlines()) <= 250
+    assert len(readme.splitlines()) <= 120 and len(readme) <= 12_000, (len(readme.splitlines()), len(readme))
+    assert long_prose_lines(readme) == []
+    first_screen = "\n".join(readme.splitlines()[:30])
+    assert "face recognition" in first_screen and "python -m pytest" in first_screen
     assert "mkdocs serve" in readme and "mkdocs build --strict" in readme
     for document in ("README.md", "CONTRIBUTING.md"):  # GitHub renders these; mkdocs does not check their links
         text = (REPO / document).read_text()

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from bench.evidence.results import STRATEGIES
 from fairnas.audits import AUDITS
 from fairnas.data.formats import FORMATS
-from fairnas.results import STRATEGIES
 from fairnas.search.strategies import REGISTRY
 from fairnas.study.stages import STAGES
 
@@ -19,9 +19,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def feature(name: str, readme: str | None = None) -> str:
-    """The README's feature-list item ``- **name** ...`` up to the next item, on one line."""
+    """The README's feature-list item ``- **name** ...`` up to the next item or the list's end, on one line."""
     readme = (REPO / "README.md").read_text() if readme is None else readme
-    return " ".join(readme.split(f"- **{name}**", 1)[1].split("\n- **", 1)[0].split())
+    return " ".join(readme.split(f"- **{name}**", 1)[1].split("\n- **", 1)[0].split("\n\n", 1)[0].split())
 
 
 def table(page: str, header: str) -> str:
@@ -42,6 +42,8 @@ def untitled(text: str, titles: dict[str, str]) -> list[str]:
 def test_a_feature_item_missing_a_title_is_named():
     readme = "- **Audits** (docs): corruptions and ICON², in one report.\n- **Measured**: Fairness Indicators"
     assert untitled(feature("Audits", readme), {"corruptions": "corruptions", "fi": "Fairness Indicators"}) == ["fi"]
+    last = "- **Audits** (docs): corruptions and ICON², in one\n  report.\n\n## Documentation\n\nFairness Indicators"
+    assert feature("Audits", last) == "(docs): corruptions and ICON², in one report."  # the list's last item
 
 
 def test_the_readme_feature_list_names_every_registered_strategy():
@@ -140,6 +142,7 @@ def test_the_layout_names_every_package_and_top_level_module_of_fairnas():
 
 
 def test_every_file_the_layout_names_is_in_the_tree():
-    files = {path.name for path in REPO.glob("*.py")} | {path.name for path in (REPO / "fairnas").rglob("*.py")}
+    files = {path.name for path in REPO.glob("*.py")}
+    files |= {path.name for folder in ("fairnas", "bench") for path in (REPO / folder).rglob("*.py")}
     named = set(re.findall(r"\b([a-z_0-9]+\.py)\b", layout_block()))
     assert sorted(named - files) == []

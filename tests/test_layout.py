@@ -1,6 +1,8 @@
 """The package's house rules, read statically from every ``import`` in ``fairnas/`` and ``bench/``: the commands live
 in fairnas.tasks and neither a library module nor a benchmark script imports them, the library packages import each
-other without loops, and no chain of module-level imports comes back to where it started."""
+other without loops, no chain of module-level imports comes back to where it started, and the library knows nothing
+of the repository around it: it imports nothing from ``bench`` (the project's evidence) and holds no path that climbs
+out of the package from ``__file__`` or names a file or folder of the repository."""
 
 from __future__ import annotations
 
@@ -118,3 +120,98 @@ def test_numbers_are_told_from_bools_only_in_the_validation_module():
         if inline.search(line)
     ]
     assert found == [], f"inline integer or number checks (use fairnas.validation): {found}"
+
+
+KNOWS_THE_CHECKOUT = {
+    # a source checkout (pip install -e .) reads the repository's conf/ and searchspaces/ beside the package; a wheel
+    # carries them inside it
+    "fairnas/config.py",
+}
+"""Library modules allowed a path out of the package, each with its reason."""
+REPOSITORY_PATH = re.compile(r"^(results|docs|bench|tests)/|^(README|CONTRIBUTING)\.md$|^mkdocs\.yml$")
+"""A string constant that names a file or folder of the repository."""
+
+
+def climb(node: ast.expr, names: dict[str, int]) -> int | None:
+    """How many folders above its own file ``node`` is, where it is a path made from ``__file__`` (``.parent``,
+    ``.parents[k]``, ``os.path.dirname``; ``names``: module-level names bound to such paths), else None."""
+    if isinstance(node, ast.Name):
+        return 0 if node.id == "__file__" else names.get(node.id)
+    if isinstance(node, ast.Attribute) and node.attr == "parent":
+        base = climb(node.value, names)
+        return None if base is None else base + 1
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "parents":
+        base = climb(node.value.value, names)
+        up = node.slice.value if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int) else 0
+        return None if base is None else base + up + 1
+    if isinstance(node, ast.Call):
+        name = ast.unparse(node.func)
+        if isinstance(node.func, ast.Attribute) and node.func.attr in ("resolve", "absolute"):
+            return climb(node.func.value, names)
+        if name in ("Path", "pathlib.Path", "os.path.abspath", "os.path.realpath") and node.args:
+            return climb(node.args[0], names)
+        if name == "os.path.dirname" and node.args:
+            base = climb(node.args[0], names)
+            return None if base is None else base + 1
+    return None
+
+
+def repository_paths(path: Path) -> list[str]:
+    """Where the library module ``path`` climbs out of the package from ``__file__``, or names a file or folder of
+    the repository in a string (docstrings aside)."""
+    tree = ast.parse(path.read_text())
+    inside = len(path.relative_to(PACKAGE).parts)  # folders up to the package's own: fairnas/config.py is 1
+    names: dict[str, int] = {}
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign | ast.AnnAssign) and statement.value is not None:
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            levels = climb(statement.value, names)
+            names |= {target.id: levels for target in targets if isinstance(target, ast.Name) and levels is not None}
+    prose = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}  # docstrings, bare strings
+    found = []
+    for node in ast.walk(tree):
+        climbing = isinstance(node, ast.Attribute | ast.Subscript | ast.Call)  # a name only carries a climb
+        levels = climb(node, names) if climbing else None
+        if levels is not None and levels > inside:
+            found.append(f"line {node.lineno}: {ast.unparse(node)} climbs out of the package")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:  # noqa: SIM102
+            if REPOSITORY_PATH.search(node.value):
+                found.append(f"line {node.lineno}: {node.value!r} names a path of the repository")
+    return found
+
+
+def test_a_path_out_of_the_package_or_into_the_repository_is_found(tmp_path, monkeypatch):
+    package = tmp_path / "fairnas"
+    (package / "sub").mkdir(parents=True)
+    source = (
+        '"""See docs/x.md and README.md."""\nimport os\nfrom pathlib import Path\n\n'
+        "HERE = Path(__file__).resolve().parent\nTOP = HERE.parent\nDATA = Path(__file__).parents[0] / 'tables'\n"
+        "UP = os.path.dirname(os.path.dirname(__file__))\nPAGE = 'docs/scale.md'\nNAME = 'tests'\n"
+    )
+    (package / "sub" / "module.py").write_text(source)
+    monkeypatch.setattr(f"{__name__}.PACKAGE", package)
+    page = "line 9: 'docs/scale.md' names a path of the repository"
+    assert repository_paths(package / "sub" / "module.py") == [page]  # two folders up is still the package
+    (package / "module.py").write_text(source)
+    assert sorted(repository_paths(package / "module.py")) == [
+        "line 6: HERE.parent climbs out of the package",
+        "line 8: os.path.dirname(os.path.dirname(__file__)) climbs out of the package",
+        page,
+    ]
+
+
+def test_the_library_imports_nothing_from_the_evidence_and_knows_no_repository_path():
+    importers = sorted(
+        f"{path.relative_to(REPO)} imports {name}"
+        for path in MODULES.values()
+        for name in all_imports(path)
+        if name == "bench" or name.startswith("bench.")
+    )
+    assert importers == [], "the library imports the project's evidence (bench/)"
+    found = {
+        path.relative_to(REPO).as_posix(): paths
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (paths := repository_paths(path))
+    }
+    assert sorted(set(found) - KNOWS_THE_CHECKOUT) == [], found
+    assert sorted(KNOWS_THE_CHECKOUT - set(found)) == [], "an allowed module no longer needs it: remove it"

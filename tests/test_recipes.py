@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-COPIED = ("fairnas", "conf", "docs", "tests", "searchspaces", "README.md", "CONTRIBUTING.md", "pyproject.toml")
+COPIED = ("fairnas", "bench", "conf", "docs", "tests", "searchspaces", "README.md", "CONTRIBUTING.md", "pyproject.toml")
 """What the copy holds, besides the top-level scripts (``train.py``, ``audit.py``, ...)."""
 
 AUDIT = '''"""Scratch: each group's share of the split's images (the audit of CONTRIBUTING.md's recipe test)."""
@@ -221,10 +221,10 @@ class Copy:
         self.touched.append(path)
 
     def feature(self, item: str, title: str) -> None:
-        """The README's feature-list item ``- **item**`` ends with ``title``."""
+        """The README's feature-list item ``- **item**`` (up to the next item or the list's end) ends with ``title``."""
         readme = (self.root / "README.md").read_text()
         start = readme.index(f"- **{item}**")
-        end = readme.index("\n- **", start)
+        end = min(found for mark in ("\n- **", "\n\n") if (found := readme.find(mark, start)) >= 0)
         (self.root / "README.md").write_text(f"{readme[:end]} Also {title}.{readme[end:]}")
         self.touched.append("README.md")
 

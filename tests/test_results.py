@@ -1,6 +1,6 @@
-"""Results as data: the README's result tables are rendered from the committed CSVs under results/, and a README
-that drifts from its data fails here; a finished study's tables are collected into a results folder with a manifest
-that says how they were made."""
+"""Results as data: the docs' result tables are rendered from the committed CSVs under results/, and a page that
+drifts from its data fails here; a finished study's tables are collected into a results folder with a manifest that
+says how they were made; a file a table cannot be read from is refused in one line naming it."""
 
 from __future__ import annotations
 
@@ -8,39 +8,42 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from fairnas import results
+from bench.evidence import results
 from fairnas.study import claims
 
 REPO = Path(__file__).resolve().parents[1]
+STRATEGY_BLOCK = {"strategies": ("results/search_efficiency", results.strategy_table)}
+COMPARISON_BLOCK = {"comparison": ("results/search_comparison", results.comparison_table)}
+CLAIMS_BLOCK = {"claims": ("results/showcase", results.claims_table)}
+EMPTY = "<!-- results:{0} -->\n<!-- /results:{0} -->\n"
 
 
-def test_the_readme_tables_are_rendered_from_the_committed_data():
-    readme = (REPO / "README.md").read_text()
-    assert results.drifted(readme) == [], "run: python -m fairnas.results render"
+def test_every_results_folder_says_how_its_files_were_made():
     folders = {path.parent for path in (REPO / "results").rglob("*.csv")}
-    assert {REPO / folder for folder, _ in results.TABLES.values()} <= folders
     for folder in folders:
         manifest = results.read_manifest(folder)
-        assert {"commands", "commit", "finished", "machine", "files"} <= set(manifest)
         assert manifest["files"] and all((folder / name).is_file() for name in manifest["files"])
 
 
 def test_the_docs_blocks_are_rendered_from_the_committed_data():
-    for page, tables in results.DOC_TABLES.items():
-        assert results.drifted((REPO / page).read_text(), tables=tables) == [], (
-            f"{page}: run python -m fairnas.results render"
+    for page, tables in results.PAGES.items():
+        assert results.drifted((REPO / page).read_text(), tables) == [], (
+            f"{page}: run python -m bench.evidence.results render"
         )
         assert all((REPO / folder / results.MANIFEST).is_file() for folder, _ in tables.values())
+    assert "<!-- results:" not in (REPO / "README.md").read_text()  # the README links to the pages
 
 
 def test_the_gpu_table_judges_each_goal_and_says_what_was_not_measured(tmp_path):
-    from fairnas.gpu_check_report import GOALS, gpu_check_table
+    from bench.evidence.gpu_check_report import GOALS, gpu_check_table
 
     facts = {"device": "NVIDIA H200", "date": "2026-11-28", "torch": "2.11", "cuda": "13.0", "lightning": "2.6"}
     (tmp_path / "gpu_check.json").write_text(json.dumps({"facts": {**facts, "python": "3.12"}}))
@@ -74,7 +77,7 @@ def test_the_gpu_table_judges_each_goal_and_says_what_was_not_measured(tmp_path)
 
 @pytest.mark.parametrize(("lightning", "verdict"), [(0.55, "**met** (0.250)"), (0.65, "**not met** (0.350)")])
 def test_the_overhead_table_judges_lightnings_excess_over_the_bare_loop(tmp_path, lightning, verdict):
-    from fairnas.overhead_report import training_overhead_table
+    from bench.evidence.overhead_report import training_overhead_table
 
     manifest = {"commands": ["python bench/training_speed.py --parts overhead"], "commit": "abc1234"}
     (tmp_path / "manifest.json").write_text(json.dumps({**manifest, "finished": "today", "machine": "2 cores"}))
@@ -90,7 +93,7 @@ def test_the_overhead_table_judges_lightnings_excess_over_the_bare_loop(tmp_path
     assert "| group | Lightning |" in table and "| logging | 0.500 |" in table and "| other |" not in table
 
 
-def test_the_strategy_table_is_the_mean_and_standard_error_of_the_runs(tmp_path, monkeypatch):
+def test_the_strategy_table_is_the_mean_and_standard_error_of_the_runs(tmp_path):
     folder = tmp_path / "results" / "search_efficiency"
     folder.mkdir(parents=True)
     pd.DataFrame(
@@ -108,13 +111,10 @@ def test_the_strategy_table_is_the_mean_and_standard_error_of_the_runs(tmp_path,
         folder, commands=["python bench/search_efficiency.py --problem analytic"], commit="abc1234"
     )
     assert manifest["files"] == ["analytic_runs.csv", "table_quality.csv"]
-    monkeypatch.setitem(results.TABLES, "strategies", ("results/search_efficiency", results.strategy_table))
-    monkeypatch.delitem(results.TABLES, "claims")
-    monkeypatch.delitem(results.TABLES, "comparison")
-    readme = "intro\n<!-- results:strategies -->\nstale numbers\n<!-- /results:strategies -->\nafter\n"
-    assert results.drifted(readme, root=tmp_path) == ["strategies"]
-    rendered = results.render(readme, root=tmp_path)
-    assert results.drifted(rendered, root=tmp_path) == [] and rendered.endswith("-->\nafter\n")
+    page = "intro\n<!-- results:strategies -->\nstale numbers\n<!-- /results:strategies -->\nafter\n"
+    assert results.drifted(page, STRATEGY_BLOCK, root=tmp_path) == ["strategies"]
+    rendered = results.render(page, STRATEGY_BLOCK, root=tmp_path)
+    assert results.drifted(rendered, STRATEGY_BLOCK, root=tmp_path) == [] and rendered.endswith("-->\nafter\n")
     # a real table: the held-out share decides, the all-seed one beside it
     assert (
         "| random search | 0.850 ± 0.050 | 0.850 ± 0.050 (on all seeds 0.950 ± 0.050) | no seed left unread "
@@ -140,12 +140,9 @@ def test_a_surrogate_quality_file_adds_its_columns_with_the_gap_closed_against_r
     )
     results.write_manifest(folder, commands=["python bench/search_efficiency.py"], commit="abc1234")
     results.write_manifest(folder / "surrogate", commands=["python bench/search_efficiency.py --problem surrogate"])
-    monkeypatch.setitem(results.TABLES, "strategies", ("results/search_efficiency", results.strategy_table))
-    monkeypatch.delitem(results.TABLES, "claims")
-    monkeypatch.delitem(results.TABLES, "comparison")
     surrogate = "embedded faces, paper space (surrogate)"
     monkeypatch.setitem(results.QUALITY_FILES, "surrogate/surrogate_quality.csv", surrogate)
-    rendered = results.render("<!-- results:strategies -->\n<!-- /results:strategies -->\n", root=tmp_path)
+    rendered = results.render(EMPTY.format("strategies"), STRATEGY_BLOCK, root=tmp_path)
     assert "| embedded faces, paper space (surrogate): true share of the answer (2 seeds) | with the final" in rendered
     smac = (
         "| SMAC, every Hyperband bracket | 0.900 ± nan | 0.950 ± 0.010 | 0.940 ± 0.010 | 0.950 ± 0.010 "
@@ -158,7 +155,7 @@ def test_a_surrogate_quality_file_adds_its_columns_with_the_gap_closed_against_r
     assert "search_efficiency/surrogate/` (surrogate_quality.csv), from `python" in rendered
 
 
-def test_the_planned_comparison_renders_each_budgets_leads_and_verdicts_with_the_plan(tmp_path, monkeypatch):
+def test_the_planned_comparison_renders_each_budgets_leads_and_verdicts_with_the_plan(tmp_path):
     folder = tmp_path / "results" / "search_comparison"
     folder.mkdir(parents=True)
     plan = {
@@ -186,9 +183,7 @@ def test_the_planned_comparison_renders_each_budgets_leads_and_verdicts_with_the
     }
     pd.DataFrame(verdicts).to_csv(folder / "verdicts.csv", index=False)
     results.write_manifest(folder, commands=["python bench/search_plan.py verdicts"], commit="abc1234")
-    for name in ("strategies", "claims"):
-        monkeypatch.delitem(results.TABLES, name)
-    rendered = results.render("<!-- results:comparison -->\n<!-- /results:comparison -->\n", root=tmp_path)
+    rendered = results.render(EMPTY.format("comparison"), COMPARISON_BLOCK, root=tmp_path)
     assert "| strategy | 30 full trials |" in rendered
     assert "| SMAC | **+0.031 ± 0.008** (Holm p 0.0004, 200 seeds) |" in rendered
     assert "| BoTorch GP | not run: the plan's compute could not afford it |" in rendered
@@ -198,17 +193,17 @@ def test_the_planned_comparison_renders_each_budgets_leads_and_verdicts_with_the
     pd.DataFrame(verdicts | {"share": [0.512, float("nan")], "baseline_share": [0.481, float("nan")]}).to_csv(
         folder / "verdicts.csv", index=False
     )
-    with_shares = results.render("<!-- results:comparison -->\n<!-- /results:comparison -->\n", root=tmp_path)
+    with_shares = results.render(EMPTY.format("comparison"), COMPARISON_BLOCK, root=tmp_path)
     assert "| SMAC | **+0.031 ± 0.008** (0.512 against 0.481; Holm p 0.0004, 200 seeds) |" in with_shares
     assert "paired by seed (mean ± s.e.; then the two mean true shares on those seeds)" in with_shares
     (folder / "plan.json").write_text(json.dumps(plan | {"baseline": "smac", "methods": ["botorch"]}))
-    against_smac = results.render("<!-- results:comparison -->\n<!-- /results:comparison -->\n", root=tmp_path)
+    against_smac = results.render(EMPTY.format("comparison"), COMPARISON_BLOCK, root=tmp_path)
     assert "Lead: the strategy's true share minus SMAC's" in against_smac
     assert "one comparison per budget" in against_smac
     held_out = verdicts | {"score": ["heldout_true_share"] * 2, "all_seeds_lead": [0.05, float("nan")]}
     pd.DataFrame(held_out).to_csv(folder / "verdicts.csv", index=False)
     (folder / "plan.json").write_text(json.dumps(plan))
-    on_a_table = results.render("<!-- results:comparison -->\n<!-- /results:comparison -->\n", root=tmp_path)
+    on_a_table = results.render(EMPTY.format("comparison"), COMPARISON_BLOCK, root=tmp_path)
     assert "| SMAC | **+0.031 ± 0.008** (Holm p 0.0004, 200 seeds; on all seeds +0.050) |" in on_a_table
     assert "Lead: the strategy's held-out true share minus random search's" in on_a_table
     assert "at the mean of the table seeds the search never read" in on_a_table
@@ -308,7 +303,7 @@ def test_a_collected_studys_claims_are_decided_again_from_its_runs_without_train
         key: value for key, value in before.items() if key != "redecided"
     }
     record = manifest["redecided"][-1]
-    assert record["command"] == f"python -m fairnas.results redecide-study {folder}" and record["commit"]
+    assert record["command"] == f"python -m bench.evidence.results redecide-study {folder}" and record["commit"]
     table = pd.read_csv(folder / "claims.csv").set_index("id")
     assert list(table.reset_index().columns) == list(claims.COLUMNS)
     balanced = table.loc["mitigations/balanced/default/test"]
@@ -336,14 +331,14 @@ def test_a_collected_studys_claims_are_decided_again_from_its_runs_without_train
 
 def test_a_readme_without_the_block_or_a_folder_without_a_study_is_named(tmp_path):
     with pytest.raises(ValueError, match=r"no block <!-- results:\w+ -->"):
-        results.render("no markers here\n")
+        results.render("no markers here\n", STRATEGY_BLOCK)
     with pytest.raises(FileNotFoundError, match="holds no finished study"):
         results.collect_study(tmp_path, tmp_path / "out", command="python study.py")
     with pytest.raises(FileNotFoundError, match="has no manifest.json"):
         results.read_manifest(tmp_path)
 
 
-def test_the_claims_table_shows_every_primary_claim_and_counts_the_exploratory_ones(tmp_path, monkeypatch):
+def test_the_claims_table_shows_every_primary_claim_and_counts_the_exploratory_ones(tmp_path):
     folder = tmp_path / "results" / "showcase"
     folder.mkdir(parents=True)
     claims = pd.read_csv(REPO / "tests" / "golden" / "smoke_study_claims.AuthenticAMD.csv")  # a real study's claims
@@ -356,10 +351,7 @@ def test_the_claims_table_shows_every_primary_claim_and_counts_the_exploratory_o
         wall_minutes=2.0,
         training_minutes={"noise": 0.5, "final": 1.0},
     )
-    monkeypatch.setitem(results.TABLES, "claims", ("results/showcase", results.claims_table))
-    monkeypatch.delitem(results.TABLES, "strategies")
-    monkeypatch.delitem(results.TABLES, "comparison")
-    rendered = results.render("<!-- results:claims -->\n<!-- /results:claims -->\n", root=tmp_path)
+    rendered = results.render(EMPTY.format("claims"), CLAIMS_BLOCK, root=tmp_path)
     rows = [line for line in rendered.splitlines() if line.startswith("| ") and "---" not in line][1:]
     assert len(rows) == (claims["family"] == "primary").sum() == 8
     flipped = "Flipped lowers the test rank disparity of default DPN | 2 | test rank disparity | -0.250 [-2.368, +1.868"
@@ -380,3 +372,76 @@ def test_the_claims_table_shows_every_primary_claim_and_counts_the_exploratory_o
         "from `python study.py experiment=smoke` at commit abc1234" in rendered
         and "2.0 min wall; 2 min of training, summed over its runs" in rendered
     )
+
+
+def test_a_folder_that_holds_no_collected_study_is_refused_in_one_line(tmp_path):
+    run = tmp_path / "train_run"  # a training run's folder
+    run.mkdir()
+    (run / "metrics.json").write_text("{}")
+    searched = tmp_path / "search_efficiency"  # a results folder of a benchmark, not of a study
+    searched.mkdir()
+    pd.DataFrame({"method": ["random"], "seed": [0], "share": [0.8]}).to_csv(searched / "runs.csv", index=False)
+    results.write_manifest(searched, commands=["python bench/search_efficiency.py"], commit="abc1234")
+    for folder, said in [
+        (tmp_path / "nosuch", "is not a folder"),
+        (run, "has no manifest.json or claims.csv or runs.csv"),
+        (searched, "has no claims.csv"),
+    ]:
+        with pytest.raises(SystemExit) as stopped:
+            results.main(["redecide-study", str(folder)])
+        message = str(stopped.value.code)
+        assert message.startswith(f"python -m bench.evidence.results redecide-study: '{folder}'"), message
+        assert said in message and "\n" not in message
+
+
+def test_a_results_file_missing_a_column_or_cut_short_is_named_in_one_line(tmp_path, monkeypatch):
+    folder = tmp_path / "results" / "search_comparison"
+    folder.mkdir(parents=True)
+    plan = {"methods": ["smac"], "baseline": "random", "reference_point": [0.5, 8.0], "alpha": 0.05, "power": 0.8}
+    (folder / "plan.json").write_text(json.dumps(plan | {"min_lead": 0.03, "core_hours": 1, "pilot_seeds": [0, 1]}))
+    verdicts = {"budget": [30, 60], "method": ["smac"] * 2, "label": ["SMAC"] * 2, "seeds": [20, 20]}
+    verdicts |= {
+        "lead": [0.01, 0.02],
+        "lead_se": [0.01] * 2,
+        "p_holm": [0.3, 0.2],
+        "planned_detectable_lead": [0.05] * 2,
+    }
+    verdicts |= {"score": ["true_share"] * 2, "verdict": ["no lead beyond the noise"] * 2}
+    results.write_manifest(folder, commands=["python bench/search_plan.py verdicts"], commit="abc1234")
+    monkeypatch.setattr(results, "REPOSITORY", tmp_path)
+    monkeypatch.setattr(results, "PAGES", {"page.md": COMPARISON_BLOCK})
+    (tmp_path / "page.md").write_text(EMPTY.format("comparison"))
+    table = pd.DataFrame(verdicts)
+    table.to_csv(folder / "verdicts.csv", index=False)
+    results.main(["render"])  # readable: rendered
+    assert "| SMAC | +0.010 ± 0.010" in (tmp_path / "page.md").read_text()
+    text = table.to_csv(index=False)
+    for written, said in [
+        (table.drop(columns="verdict").to_csv(index=False), "verdicts.csv: no column 'verdict'"),
+        (text[: text.rindex(",0.05,")], "verdicts.csv: row 3 has 7 fields, the header 10"),
+    ]:
+        (folder / "verdicts.csv").write_text(written)
+        for action in ("render", "check"):
+            with pytest.raises(SystemExit) as stopped:
+                results.main([action])
+            message = str(stopped.value.code)
+            assert message.startswith(f"python -m bench.evidence.results {action}: block comparison: "), message
+            assert message.endswith(said) and "\n" not in message
+    (folder / "plan.json").write_text(json.dumps({"methods": ["smac"]}))
+    (folder / "verdicts.csv").write_text(text)
+    with pytest.raises(SystemExit, match=r"plan.json: no key 'baseline', 'reference_point', 'alpha'"):
+        results.main(["check"])
+
+
+def test_the_command_line_refuses_in_one_line_and_exits_non_zero(tmp_path):
+    """``python -m bench.evidence.results`` from the repository's root, as the docs show it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.evidence.results", "redecide-study", str(tmp_path / "nosuch")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"python -m bench.evidence.results redecide-study: '{tmp_path / 'nosuch'}' is not a folder"
+    ]

@@ -19,8 +19,8 @@ import pytest
 from omegaconf import OmegaConf
 from scipy import stats
 
+from bench.evidence.results import study_tables
 from fairnas.config import compose_config
-from fairnas.results import study_tables
 from fairnas.study import claims
 from fairnas.study import runs as study_runs
 from fairnas.study.checks import check_study

@@ -48,7 +48,7 @@ from fairnas.benchmarks.surrogate import TOP_SHARE
 from fairnas.benchmarks.tables import TABLES, load_table, names, true_values
 from fairnas.config import SPACES_DIR, compose_config
 from fairnas.io import write_csv_atomic, write_json_atomic
-from fairnas.results import machine, source_commit
+from fairnas.provenance import machine, source_commit
 from fairnas.search import SearchSpace, config_id, load_space
 from fairnas.search.trial import native_config
 

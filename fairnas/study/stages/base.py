@@ -31,8 +31,8 @@ class Stage:
     """A registered stage: its ``name`` (in ``study.stages`` and its section ``study.<name>``), its ``order`` among the
     stages (they run by it), its ``run`` and the stage whose results it uses (``needs``). ``check`` checks its
     settings before anything is written, when the study runs it. ``tables`` are the CSV tables it writes into the
-    study's folder (``<table>.csv``, kept by ``python -m fairnas.results collect-study``) and ``claims`` the prefixes
-    of the ids of the claims it adds (``final/``): a claim outside them stops the study."""
+    study's folder (``<table>.csv``, kept by ``python -m bench.evidence.results collect-study``) and ``claims`` the
+    prefixes of the ids of the claims it adds (``final/``): a claim outside them stops the study."""
 
     name: str
     order: int

@@ -1,5 +1,5 @@
 """A finished study's claims decided again under the current rule from its runs table alone, without training
-(:func:`redecide`; ``python -m fairnas.results redecide-study <results folder>`` writes them).
+(:func:`redecide`; ``python -m bench.evidence.results redecide-study <results folder>`` writes them).
 
 Every claim is rebuilt from ``runs.csv`` with the functions the stages use (:func:`~fairnas.study.claims.dominance`,
 :func:`~fairnas.study.claims.lowers`), as its id (``<stage>/<what>/<model kind>/<split>``), statement and deciding
@@ -32,6 +32,10 @@ RULE = (
 SHARED = ("n", "effect", "p")
 """The statistics every rebuilt claim must reproduce; ``ci_low``, ``ci_high`` and ``sd`` too where the differences
 vary (the current rule reports no interval for zero variance, where an older one wrote [c, c])."""
+RUN_COLUMNS = ("stage", "model", "kind", "mitigation", "data", "seed")
+"""The columns of ``runs.csv`` a claim is rebuilt from (with its deciding metric's)."""
+RECORDED_COLUMNS = ("id", "claim", "family", "metric", "verdict", *SHARED, "ci_low", "ci_high", "sd")
+"""The columns of the recorded ``claims.csv`` a claim is rebuilt and checked by."""
 
 
 def redecide(runs: pd.DataFrame, recorded: pd.DataFrame, *, alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:

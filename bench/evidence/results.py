@@ -1,29 +1,27 @@
-"""Results committed as data, and the README's tables rendered from them.
+"""Results committed as data, and the docs' tables rendered from them.
 
 Every folder under ``results/`` holds the small CSV tables of one measured run (no checkpoints) and a
 ``manifest.json`` that says how they were made: the command, the commit, the date, the machine, the wall time. The
-README's result tables are not written by hand: ``python -m fairnas.results render`` rewrites each block between
-``<!-- results:NAME -->`` and ``<!-- /results:NAME -->`` from its folder (:data:`TABLES`; the docs' blocks are in
-:data:`DOC_TABLES`), and ``python -m fairnas.results check`` exits 1 naming every block that differs from its data
-(``tests/test_results.py`` runs it on the repository, so the README, the docs and the data cannot drift apart).
+docs' result tables are not written by hand: ``python -m bench.evidence.results render`` rewrites each block between
+``<!-- results:NAME -->`` and ``<!-- /results:NAME -->`` of a page of :data:`PAGES` from its folder, and ``python -m
+bench.evidence.results check`` exits 1 naming every block that differs from its data (``tests/test_results.py``
+runs it on the repository, so the docs and the data cannot drift apart). A file a block cannot be rendered from is
+refused in one line that names it.
 
-``python -m fairnas.results collect-study <study folder> results/<name> --command "..."`` copies a finished study's
-tables into a results folder and writes its manifest; ``python -m fairnas.results manifest results/<name> --command
-"..."`` writes the manifest of a folder a benchmark wrote into (e.g. ``bench/search_efficiency.py --runs-output``).
-``python -m fairnas.results redecide-study results/<name>`` decides a collected study's claims again under the
-current rule from its ``runs.csv``, without training (:mod:`fairnas.study.redecide`), and records what it changed in
-the manifest.
+``python -m bench.evidence.results collect-study <study folder> results/<name> --command "..."`` copies a finished
+study's tables into a results folder and writes its manifest; ``python -m bench.evidence.results manifest
+results/<name> --command "..."`` writes the manifest of a folder a benchmark wrote into (e.g.
+``bench/search_efficiency.py --runs-output``). ``python -m bench.evidence.results redecide-study results/<name>``
+decides a collected study's claims again under the current rule from its ``runs.csv``, without training
+(:mod:`bench.evidence.redecide`), and records what it changed in the manifest.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import re
 import shutil
-import subprocess
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,16 +30,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fairnas.gpu_check_report import gpu_check_table
+from bench.evidence.files import MANIFEST, REPOSITORY, Unreadable, read_csv, read_json, read_manifest, relative
+from bench.evidence.gpu_check_report import gpu_check_table
+from bench.evidence.overhead_report import training_overhead_table
+from bench.evidence.redecide import RECORDED_COLUMNS, RULE, RUN_COLUMNS, redecide
 from fairnas.groups import mean_se
 from fairnas.io import write_csv_atomic, write_json_atomic, write_text_atomic
-from fairnas.overhead_report import training_overhead_table
+from fairnas.provenance import machine, source_commit
 from fairnas.search.strategies import REGISTRY
 from fairnas.study.claims import EXPLORATORY, HOLDS, PRIMARY
 from fairnas.study.inference import ZERO_VARIANCE, min_seeds
 
-REPOSITORY = Path(__file__).resolve().parents[1]
-MANIFEST = "manifest.json"
 STUDY_SEARCH_TABLES = ("trials", "final_trials", "final_front")
 """The search's own tables, kept as ``search_<name>.csv``."""
 
@@ -82,15 +81,22 @@ def collect_study(
 
 def redecide_study(folder: Path, *, command: str, commit: str | None = None) -> dict:
     """Decide the claims of a collected study (``folder``: ``runs.csv``, ``claims.csv``, ``manifest.json``) again
-    under the current rule from its runs, without training (:func:`fairnas.study.redecide.redecide`: every claim
+    under the current rule from its runs, without training (:func:`bench.evidence.redecide.redecide`: every claim
     must first reproduce its recorded statistics), write ``claims.csv`` atomically and add to the manifest's
     ``redecided`` list what was done: the command, the commit, the date, the rule and every verdict that moved. The
-    run's own fields stay as they were. Returns the manifest."""
-    from fairnas.study.redecide import RULE, redecide
-
+    run's own fields stay as they were. Returns the manifest; a folder that holds no collected study is refused in
+    one line naming what it lacks."""
+    if not folder.is_dir():
+        raise FileNotFoundError(f"'{folder}' is not a folder")
+    lacking = [name for name in (MANIFEST, "claims.csv", "runs.csv") if not (folder / name).is_file()]
+    if lacking:
+        raise FileNotFoundError(
+            f"'{folder}' holds no collected study: it has no {' or '.join(lacking)} (a study's results folder, written "
+            "by python -m bench.evidence.results collect-study)"
+        )
     manifest = read_manifest(folder)
-    recorded = pd.read_csv(folder / "claims.csv")
-    decided = redecide(pd.read_csv(folder / "runs.csv"), recorded)
+    recorded = read_csv(folder / "claims.csv", RECORDED_COLUMNS)
+    decided = redecide(read_csv(folder / "runs.csv", RUN_COLUMNS), recorded)
     before = dict(zip(recorded["id"], recorded["verdict"], strict=True))
     moved = {
         row.id: f"{before[row.id]} -> {row.verdict}" for row in decided.itertuples() if before[row.id] != row.verdict
@@ -141,7 +147,7 @@ STRATEGIES = {
     "botorch": "BoTorch GP",
 }
 """The strategy table's rows: method names of ``fairnas.benchmarks.methods`` (``bench/search_efficiency.py
---methods``) and how the README calls them."""
+--methods``) and how the strategy table (docs/search_benchmark.md) calls them."""
 
 
 QUALITY_FILES = {
@@ -154,12 +160,12 @@ strategies are compared in their own block (:func:`comparison_table`), planned i
 
 
 def strategy_table(folder: Path) -> str:
-    """The README's strategy table: per strategy, the analytic problem's share of the maximum hypervolume and, per
+    """The strategy table: per strategy, the analytic problem's share of the maximum hypervolume and, per
     answer-quality file (:data:`QUALITY_FILES`, real tables), the held-out true share of its answers without and
     with the final stage, the all-seed share beside it (mean ± s.e. over seeds)."""
-    analytic = pd.read_csv(folder / "analytic_runs.csv")
+    analytic = read_csv(folder / "analytic_runs.csv", ("method", "seed", "share"))
     present = [name for name in QUALITY_FILES if (folder / name).is_file()]
-    qualities = {QUALITY_FILES[name]: pd.read_csv(folder / name) for name in present}
+    qualities = {QUALITY_FILES[name]: read_csv(folder / name, ("method", "seed", "true_share")) for name in present}
     sources = dict.fromkeys([folder, *((folder / name).parent for name in present)])
 
     def cell(frame: pd.DataFrame, method: str, column: str) -> str:
@@ -202,18 +208,23 @@ def _data_line(folder: Path) -> str:
     manifest = read_manifest(folder)
     commands = "; ".join(f"`{command}`" for command in manifest["commands"])
     return (
-        f"Data: `{_relative(folder)}/` ({', '.join(manifest['files'])}), from {commands} at commit "
+        f"Data: `{relative(folder)}/` ({', '.join(manifest['files'])}), from {commands} at commit "
         f"{manifest['commit']} ({manifest['finished']}; {manifest['machine']})."
     )
 
 
+CLAIM_COLUMNS = ("family", "claim", "n", "metric", "effect", "ci_low", "ci_high", "status", "mde", "level", "p")
+CLAIM_COLUMNS += ("p_holm", "p_exact_holm", "verdict")
+"""The columns of a study's ``claims.csv`` its table is rendered from."""
+
+
 def claims_table(folder: Path) -> str:
-    """The README's claims table from a collected study (``claims.csv``): every primary claim with its seeds, the
+    """The claims table of a collected study (``claims.csv``): every primary claim with its seeds, the
     effect on its deciding metric with the 95 % t-interval, the Holm-adjusted p of the t-test and of the exact
     sign-flip test, the minimum detectable effect at the plan level and the verdict; the exploratory claims counted,
     with how many hold (both unadjusted p below their level, at or above their seed floor). A manifest's
     ``redecided`` records (:func:`redecide_study`) are named under the table."""
-    claims = pd.read_csv(folder / "claims.csv")
+    claims = read_csv(folder / "claims.csv", CLAIM_COLUMNS)
     manifest = read_manifest(folder)
     primary = claims[claims["family"] == PRIMARY]
     exploratory = claims[claims["family"] == EXPLORATORY]
@@ -254,7 +265,7 @@ def claims_table(folder: Path) -> str:
     floors = " or ".join(str(n) for n in sorted({min_seeds(level) for level in tested_primary["level"]}))
     levels = " or ".join(f"{level:.2g}" for level in sorted(set(tested_primary["level"].round(8))))
     redecided = [
-        f"Claims re-decided under the current rule from `{_relative(folder)}/runs.csv`, without training, by "
+        f"Claims re-decided under the current rule from `{relative(folder)}/runs.csv`, without training, by "
         f"`{record['command']}` at commit {record['commit']} ({record['date']}): "
         + _moved(record["verdicts_moved"])
         + "."
@@ -273,9 +284,9 @@ def claims_table(folder: Path) -> str:
             f"claim reads too few seeds. {(primary['verdict'] == HOLDS).sum()} of {len(primary)} primary claims "
             f"hold. There are also {len(exploratory)} exploratory claims, unadjusted: "
             f"{(tested['verdict'] == HOLDS).sum()} of the {len(tested)} tested ones hold at {_levels(tested)} "
-            f"(`{_relative(folder)}/claims.csv`).",
+            f"(`{relative(folder)}/claims.csv`).",
             "",
-            f"Data: `{_relative(folder)}/` ({len(manifest['files'])} tables), from `{manifest['commands'][0]}` at "
+            f"Data: `{relative(folder)}/` ({len(manifest['files'])} tables), from `{manifest['commands'][0]}` at "
             f"commit {manifest['commit']} ({manifest['finished']}; {manifest['machine']}{timing}).",
             *(["", *redecided] if redecided else []),
         ]
@@ -331,12 +342,18 @@ def format_verdicts(table: pd.DataFrame, plan: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+VERDICT_COLUMNS = ("budget", "method", "label", "seeds", "lead", "lead_se", "p_holm", "verdict")
+"""The columns of a plan's ``verdicts.csv`` its table is rendered from."""
+PLAN_KEYS = ("methods", "baseline", "reference_point", "alpha", "power", "min_lead", "core_hours", "pilot_seeds")
+"""The keys of a ``plan.json`` its table names."""
+
+
 def comparison_table(folder: Path) -> str:
-    """The README's planned strategy comparison: per budget and strategy, the lead over the plan's baseline (random
+    """A planned strategy comparison: per budget and strategy, the lead over the plan's baseline (random
     search unless it names another) in true share with its s.e., Holm p and verdict (``verdicts.csv`` judged by
     ``plan.json``, :mod:`fairnas.benchmarks.comparison_plan`), and where the plan and the data come from."""
-    plan = json.loads((folder / "plan.json").read_text())
-    verdict_rows = pd.read_csv(folder / "verdicts.csv")
+    verdict_rows = read_csv(folder / "verdicts.csv", VERDICT_COLUMNS)
+    plan = read_json(folder / "plan.json", PLAN_KEYS + (() if "score" in verdict_rows else ("score",)))
     table = format_verdicts(verdict_rows, plan)
     reference = ", ".join(f"{value:.3g}" for value in plan["reference_point"])
     compared = len(plan["methods"])
@@ -363,7 +380,7 @@ def comparison_table(folder: Path) -> str:
             f"({reference}); {family} at alpha {plan['alpha']:g}; seeds planned from a pilot "
             f"(seeds {plan['pilot_seeds'][0]}-{plan['pilot_seeds'][-1]}) "
             f"for power {plan['power']:g} to detect a lead of {plan['min_lead']:g} within {plan['core_hours']:g} "
-            f"core-hours (`{_relative(folder)}/plan.json`).",
+            f"core-hours (`{relative(folder)}/plan.json`).",
             *[
                 f"The plan sized the comparison on {record['sized_on']}; its committed runs were decided again on the "
                 f"held-out score by `{record['command']}` at commit {record['commit']} ({record['date']}), the "
@@ -379,13 +396,13 @@ def comparison_table(folder: Path) -> str:
 
 
 Tables = dict[str, tuple[str, Callable[[Path], str]]]
-TABLES: Tables = {
-    "strategies": ("results/search_efficiency", strategy_table),
-    "comparison": ("results/search_comparison", comparison_table),
-    "claims": ("results/showcase", claims_table),
-}
-"""README block name -> (its results folder, relative to the repository; the function that renders it)."""
-DOC_TABLES: dict[str, Tables] = {
+"""A page's blocks: block name -> (its results folder, relative to the repository; the function that renders it)."""
+PAGES: dict[str, Tables] = {
+    "docs/search_benchmark.md": {
+        "strategies": ("results/search_efficiency", strategy_table),
+        "comparison": ("results/search_comparison", comparison_table),
+    },
+    "docs/showcase.md": {"claims": ("results/showcase", claims_table)},
     "docs/scale.md": {"gpu_check": ("results/gpu_check", gpu_check_table)},
     "docs/benchmarks.md": {"training_overhead": ("results/training_overhead", training_overhead_table)},
     "docs/search_strategies.md": {
@@ -401,7 +418,7 @@ DOC_TABLES: dict[str, Tables] = {
         "botorch_table_check_vs_smac": ("results/search_botorch_table_check_vs_smac", comparison_table),
     },
 }
-"""The docs' blocks, by page (relative to the repository), rendered and checked like the README's."""
+"""Every page with results blocks (relative to the repository) and its blocks."""
 
 
 def write_manifest(folder: Path, *, commands: Sequence[str], commit: str | None = None, **facts: Any) -> dict:
@@ -424,43 +441,30 @@ def write_manifest(folder: Path, *, commands: Sequence[str], commit: str | None 
     return manifest
 
 
-def render(text: str, root: Path = REPOSITORY, tables: Tables | None = None) -> str:
-    """``text`` (the README, or a page of ``tables``' blocks) with every block rendered from its folder under
-    ``root``."""
-    for name, (folder, make) in (TABLES if tables is None else tables).items():
+def render(text: str, tables: Tables, root: Path = REPOSITORY) -> str:
+    """``text`` (a page) with every block of ``tables`` rendered from its folder under ``root``; a block whose
+    files cannot be read is refused in one line naming the block and the file."""
+    for name, (folder, make) in tables.items():
         pattern = _block(name)
         if not pattern.search(text):
             raise ValueError(f"no block <!-- results:{name} --> ... <!-- /results:{name} -->")
-        block = f"<!-- results:{name} -->\n{make(root / folder)}\n<!-- /results:{name} -->"
+        try:
+            made = make(root / folder)
+        except (FileNotFoundError, Unreadable) as error:
+            raise type(error)(f"block {name}: {error}") from None
+        block = f"<!-- results:{name} -->\n{made}\n<!-- /results:{name} -->"
         text = pattern.sub(block.replace("\\", "\\\\"), text)
     return text
 
 
-def drifted(text: str, root: Path = REPOSITORY, tables: Tables | None = None) -> list[str]:
-    """The names of the blocks of ``text`` (the README's, or ``tables``') that differ from their data."""
-    tables = TABLES if tables is None else tables
-    rendered = render(text, root, tables)
+def drifted(text: str, tables: Tables, root: Path = REPOSITORY) -> list[str]:
+    """The names of the blocks of ``tables`` in ``text`` that differ from their data."""
+    rendered = render(text, tables, root)
     return [name for name in tables if _block(name).search(text).group(0) != _block(name).search(rendered).group(0)]  # type: ignore[union-attr]
-
-
-def pages() -> dict[Path, Tables | None]:
-    """Every page with results blocks: the README (None: :data:`TABLES`) and the docs of :data:`DOC_TABLES`."""
-    return {REPOSITORY / "README.md": None} | {REPOSITORY / page: tables for page, tables in DOC_TABLES.items()}
-
-
-def read_manifest(folder: Path) -> dict:
-    path = folder / MANIFEST
-    if not path.is_file():
-        raise FileNotFoundError(f"results: '{folder}' has no {MANIFEST}")
-    return json.loads(path.read_text())
 
 
 def _block(name: str) -> re.Pattern[str]:
     return re.compile(rf"<!-- results:{name} -->\n.*?\n?<!-- /results:{name} -->", flags=re.S)
-
-
-def _relative(folder: Path) -> Path:
-    return folder.relative_to(REPOSITORY) if folder.is_relative_to(REPOSITORY) else folder
 
 
 def _time_logs(paths: Sequence[Path]) -> dict:
@@ -486,32 +490,11 @@ def _time_logs(paths: Sequence[Path]) -> dict:
     return found
 
 
-def machine() -> str:
-    """The machine a measurement ran on, as manifests and table specs record it: the cores this process may use,
-    the architecture, the CPU's widest vector units (CPU timings differ by 2-3x between AVX2 and AVX-512:
-    docs/benchmarks.md, "Training speed"; omitted where /proc/cpuinfo cannot be read) and the Python version."""
-    try:
-        found = re.search(r"^flags\s*:(.*)$", Path("/proc/cpuinfo").read_text(), re.MULTILINE)
-    except OSError:
-        found = None
-    flags = set(found.group(1).split()) if found else set()
-    vector = ", AVX-512" if "avx512f" in flags else ", AVX2" if "avx2" in flags else ""
-    cores = len(os.sched_getaffinity(0))
-    return f"{cores} CPU cores ({platform.machine()}{vector}), Python {platform.python_version()}"
-
-
-def source_commit() -> str:
-    """The short hash of the repository's HEAD (what a measurement ran at), empty outside a git checkout."""
-    return subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=REPOSITORY, capture_output=True, text=True
-    ).stdout.strip()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m fairnas.results", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.evidence.results", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="action", required=True)
-    commands.add_parser("render", help="rewrite the README's results blocks from their data")
-    commands.add_parser("check", help="exit 1 when a README results block differs from its data")
+    commands.add_parser("render", help="rewrite the docs' results blocks from their data")
+    commands.add_parser("check", help="exit 1 when a docs results block differs from its data")
     collect = commands.add_parser("collect-study", help="copy a finished study's tables into a results folder")
     collect.add_argument("study_dir", type=Path)
     collect.add_argument("target", type=Path)
@@ -527,27 +510,32 @@ def main(argv: Sequence[str] | None = None) -> None:
     describe.add_argument("--command", action="append", required=True, help="a command that made the files (repeat)")
     describe.add_argument("--commit", help="the commit they ran at (default: HEAD)")
     args = parser.parse_args(argv)
+    try:
+        _run(args, parser.prog)
+    except (FileNotFoundError, ValueError) as error:  # a missing or unreadable file, named in one line
+        raise SystemExit(f"{parser.prog} {args.action}: {error}") from None
+
+
+def _run(args: argparse.Namespace, prog: str) -> None:
     if args.action == "collect-study":
         manifest = collect_study(
             args.study_dir, args.target, command=args.command, commit=args.commit, time_logs=args.time_log
         )
         print(json.dumps(manifest, indent=1))
     elif args.action == "redecide-study":
-        command = f"python -m fairnas.results redecide-study {args.folder}"
+        command = f"{prog} redecide-study {args.folder}"
         print(json.dumps(redecide_study(args.folder, command=command), indent=1))
     elif args.action == "manifest":
         print(json.dumps(write_manifest(args.folder, commands=args.command, commit=args.commit), indent=1))
     elif args.action == "render":
-        for page, tables in pages().items():
-            write_text_atomic(page, render(page.read_text(), tables=tables))
+        for page, tables in PAGES.items():
+            path = REPOSITORY / page
+            write_text_atomic(path, render(path.read_text(), tables, REPOSITORY))
     else:
-        for page, tables in pages().items():
-            stale = drifted(page.read_text(), tables=tables)
+        for page, tables in PAGES.items():
+            stale = drifted((REPOSITORY / page).read_text(), tables, REPOSITORY)
             if stale:
-                raise SystemExit(
-                    f"{_relative(page)}: the results blocks {stale} differ from their data; run python -m "
-                    "fairnas.results render"
-                )
+                raise SystemExit(f"{page}: the results blocks {stale} differ from their data; run {prog} render")
 
 
 if __name__ == "__main__":

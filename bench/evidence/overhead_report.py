@@ -1,15 +1,14 @@
 """The host-overhead goal of ``bench/training_speed.py --parts overhead`` and the docs' tables of one collected run.
 
 A run's ``overhead.csv`` and ``overhead_breakdown.csv`` are copied into ``results/training_overhead/`` with a
-manifest; ``python -m fairnas.results render`` writes :func:`training_overhead_table` into docs/benchmarks.md.
+manifest; ``python -m bench.evidence.results render`` writes :func:`training_overhead_table` into docs/benchmarks.md.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import pandas as pd
+from bench.evidence.files import MANIFEST, read_csv, read_json
 
 OVERHEAD_GOAL_MS = 0.3
 """Lightning's host time per step over the bare loop's, near-zero model on the CPU (docs/benchmarks.md,
@@ -21,9 +20,9 @@ LIGHTNING = "Lightning"
 def training_overhead_table(folder: Path) -> str:
     """How and where the run was measured (``manifest.json``); ms/step of each way against the bare loop (median,
     min-max, the excess); whether Lightning meets :data:`OVERHEAD_GOAL_MS`; the traced ways' host time by group."""
-    manifest = json.loads((folder / "manifest.json").read_text())
-    summary = pd.read_csv(folder / "overhead.csv").set_index("way")
-    breakdown = pd.read_csv(folder / "overhead_breakdown.csv").set_index("group")
+    manifest = read_json(folder / MANIFEST, ("commands", "commit", "finished", "machine"))
+    summary = read_csv(folder / "overhead.csv", ("way", "ms/step", "min", "max", "over bare")).set_index("way")
+    breakdown = read_csv(folder / "overhead_breakdown.csv", ("group",)).set_index("group")
     over = float(summary.loc[LIGHTNING, "over bare"])
     ways = [column.removesuffix(": ms/step") for column in breakdown.columns if column.endswith(": ms/step")]
     traced = breakdown[[f"{way}: ms/step" for way in ways]]

@@ -2,17 +2,18 @@
 
 A run's files are copied into ``results/gpu_check/`` (``gpu_check.json`` for the device and versions, the
 throughput check's ``loop.csv`` and ``models.csv``, the metrics check's ``metrics_speed_<set>.json`` and the
-``trials_per_gpu.csv`` of the sharing check) with a manifest; ``python -m fairnas.results render`` writes
+``trials_per_gpu.csv`` of the sharing check) with a manifest; ``python -m bench.evidence.results render`` writes
 :func:`gpu_check_table` into docs/scale.md. A check that did not run, or did not finish, reads "not measured".
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from bench.evidence.files import MANIFEST, read_csv, read_json
 
 GOALS = {
     "loop_ratio": 0.95,
@@ -48,8 +49,8 @@ def exact_metrics_met(rows: list[dict[str, Any]]) -> bool:
 
 def gpu_check_table(folder: Path) -> str:
     """Markdown: the run's device and versions, then one row per goal with the figures behind it."""
-    facts = json.loads((folder / "gpu_check.json").read_text())["facts"]
-    manifest = json.loads((folder / "manifest.json").read_text())
+    facts = read_json(folder / "gpu_check.json", ("facts",))["facts"]
+    manifest = read_json(folder / MANIFEST, ("commit",))
     rows = [*_throughput_rows(folder), *_metric_rows(folder), *_sharing_rows(folder)]
     header = (
         f"Measured with `python bench/gpu_check.py` on one {facts['device']} ({facts['date']}, commit "
@@ -76,9 +77,9 @@ def _throughput_rows(folder: Path) -> list[tuple[str, str, str, str]]:
             (figure, NOT_MEASURED, goal, "")
             for figure, goal in zip(figures, (loop_goal, paper_goal, dpn68_goal), strict=True)
         ]
-    loop = pd.read_csv(folder / "loop.csv").set_index("loop")["images/s"]
+    loop = read_csv(folder / "loop.csv", ("loop", "images/s")).set_index("loop")["images/s"]
     ratio = loop["Lightning"] / loop["bare PyTorch"]
-    rate = pd.read_csv(folder / "models.csv").set_index(["model", "variant"])["images/s"]
+    rate = read_csv(folder / "models.csv", ("model", "variant", "images/s")).set_index(["model", "variant"])["images/s"]
     paper = rate[PAPER_DPN]
     speedup = rate[DPN68, "bf16"] / rate[DPN68, "fp32"]
     return [
@@ -106,7 +107,7 @@ def _metric_rows(folder: Path) -> list[tuple[str, str, str, str]]:
         if not path.is_file():
             rows.append((f"exact metrics, {data} set, N = 1M, D = 512", NOT_MEASURED, goal, ""))
             continue
-        found = json.loads(path.read_text())
+        found = read_json(path)
         for row in found:
             figure = f"exact metrics, {data} set, N = {row['n']:,}, D = 512: float32 / bfloat16"
             identical = row["float32"]["metrics"]["rank"] == row["bfloat16"]["metrics"]["rank"]
@@ -128,7 +129,8 @@ def _engine(row: dict[str, Any], precision: str) -> str:
 
 def _sharing_rows(folder: Path) -> list[tuple[str, str, str, str]]:
     path = folder / "trials_per_gpu.csv"
-    runs = pd.read_csv(path) if path.is_file() else pd.DataFrame(columns=["trials", "k", "trials_per_hour"])
+    columns = ["trials", "k", "trials_per_hour"]
+    runs = read_csv(path, columns) if path.is_file() else pd.DataFrame(columns=columns)
     rows = []
     for trials in ("default", "paper_112px"):
         measured = runs[runs["trials"] == trials].set_index("k")["trials_per_hour"]
