@@ -115,6 +115,17 @@ CASES = [
     ("search", ["search.final.top_k=0"], r"error: search.final.top_k=0 must be a positive integer$"),
     ("search", ["+search.final.repeats=2"], r"error: unknown search.final settings \['repeats'\]; allowed"),
     ("search", ["search.n_seeds=2"], r"error: search.n_seeds is now search.smac.n_seeds$"),
+    ("search", ["search.split=nosuch"], r"error: search.split='nosuch' must be one of \['val', 'test'\]$"),
+    (
+        "search",
+        ["search.reference_point=[1.0,nan]"],
+        r"error: search.reference_point=\[1.0, nan\] must be finite numbers, one per objective$",
+    ),
+    (
+        "search",
+        ["search.dask_address=tls://127.0.0.1:1"],
+        r"error: dask_address=tls://127.0.0.1:1: a tls:// scheduler needs TLS credentials and dask_tls is not set; ",
+    ),
     (
         "search",
         ["search.space={files}/syntax_error.yaml"],
@@ -366,6 +377,25 @@ def test_a_logger_without_its_package_stops_the_command_in_one_line(command, tmp
     assert code == 2 and lines == [
         "error: logger.csv (pytorch_lightning.loggers.CSVLogger) needs the no_such_logger_package package, which is "
         "not installed: pip install no_such_logger_package, or logger=csv or logger=none"
+    ]
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("command", ["train", "search"])
+def test_a_logger_whose_package_fails_to_import_stops_the_command_in_one_line(command, tmp_path, monkeypatch, capsys):
+    """A package that is there but breaks on import (a broken install, a GPU image without a library of its): found
+    is not enough, it is imported. Before, a search trained its first trial, then its summary run raised."""
+    (tmp_path / "shadow" / "broken_logger_package").mkdir(parents=True)
+    (tmp_path / "shadow" / "broken_logger_package" / "__init__.py").write_text(
+        'raise ImportError("libbroken.so: cannot open shared object file")\n'
+    )
+    monkeypatch.syspath_prepend(tmp_path / "shadow")
+    monkeypatch.setitem(reporting.LOGGER_PACKAGES, "CSVLogger", ("broken_logger_package",))
+    code, lines = error_lines(command, ["logger=csv"], tmp_path, monkeypatch, capsys)
+    assert code == 2 and lines == [
+        "error: logger.csv (pytorch_lightning.loggers.CSVLogger) needs the broken_logger_package package, which fails "
+        "to import (ImportError: libbroken.so: cannot open shared object file): reinstall broken_logger_package, or "
+        "logger=csv or logger=none"
     ]
     assert not (tmp_path / "run").exists()
 
