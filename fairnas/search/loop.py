@@ -101,7 +101,8 @@ def run_search(
     started one's resume-invariant settings, space (hyperparameters and the keys they set) and
     ``invariants`` (the caller's own, e.g. the training overrides every trial applies; JSON-able values,
     recorded in search.json) or stops with a ValueError naming what differs; so does a strategy whose
-    library is missing. Writes trials.csv, pareto_front.csv, pareto_front.png, hypervolume.csv,
+    library is missing, and a folder whose records are not whole (:mod:`fairnas.search.record_check`, checked
+    before anything is written). Writes trials.csv, pareto_front.csv, pareto_front.png, hypervolume.csv,
     search.json and, for SMAC, its output (smac3/) into ``output_dir``.
 
     Then, unless ``settings.final.seeds`` is 0, the final-selection stage (:mod:`fairnas.search.final`) re-trains the

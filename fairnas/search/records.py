@@ -1,8 +1,9 @@
 """trials.csv: the durable, resumable record of a search (the source of truth on restart).
 
-Every finished trial is written right away by rewriting the whole file atomically (temporary file,
-fsync, ``os.replace``), so a search killed at any instant leaves either the old or the new file,
-never a torn one. On restart the records tell which (configuration, budget) pairs are done.
+Every finished trial is appended right away as one line, flushed to disk (a new file is written whole, atomically),
+so a search killed at any instant leaves every finished trial but at most a last line cut short. On restart the
+records tell which trials are done; each line is checked as it is read back (:func:`read_trials`), so a resumed search
+never builds on a line no search writes.
 """
 
 from __future__ import annotations
