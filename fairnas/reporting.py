@@ -30,18 +30,35 @@ LOGGER_PACKAGES = {
 }
 """The package each of Lightning's loggers needs: Lightning imports without it and fails only when the logger is
 built, which in a search is inside every trial."""
+NOT_INSTALLED = "is not installed"
 
 
 def check_loggers(cfg: DictConfig) -> None:
-    """Every logger of ``cfg.logger`` has its package: a missing one is named in one line, before any work."""
+    """Every logger of ``cfg.logger`` has its package, and it imports: a missing or broken one is named in one line,
+    before any work."""
     for name, node in (cfg.get("logger") or {}).items():
         target = str(node.get("_target_", ""))
         packages = LOGGER_PACKAGES.get(target.rpartition(".")[2], ())
-        if packages and not any(importlib.util.find_spec(package) for package in packages):
+        if packages and all(map(_import_failure, packages)):  # stops at the first package that imports
+            failure = _import_failure(packages[0])
+            fix = f"pip install {packages[0]}" if failure == NOT_INSTALLED else f"reinstall {packages[0]}"
             raise ValueError(
-                f"logger.{name} ({target}) needs the {' or '.join(packages)} package, which is not installed: "
-                f"pip install {packages[0]}, or logger=csv or logger=none"
+                f"logger.{name} ({target}) needs the {' or '.join(packages)} package, which {failure}: {fix}, "
+                "or logger=csv or logger=none"
             )
+
+
+def _import_failure(package: str) -> str | None:
+    """Why ``package`` cannot be imported (None: it imports): it is not installed, or importing it fails (a broken
+    install, a missing library of its own)."""
+    if importlib.util.find_spec(package) is None:
+        return NOT_INSTALLED
+    try:
+        importlib.import_module(package)
+    except Exception as error:
+        lines = str(error).splitlines()
+        return f"fails to import ({type(error).__name__}{f': {lines[0]}' if lines else ''})"
+    return None
 
 
 def build_loggers(cfg: DictConfig, **wandb_run: Any) -> list[pl.loggers.Logger]:

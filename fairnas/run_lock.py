@@ -211,12 +211,11 @@ class RunLockCallback(Callback):
 
     Only for the commands in ``tasks`` (their ``task_name``), and when the command's ``output_dir`` is Hydra's run
     folder; the task function's own lock (:func:`locks_output_dir`) covers an ``output_dir`` elsewhere. Held until
-    the job ends (after a one-line error, until the process ends).
+    the job ends, or until the one-line error of bad input is printed (:func:`release_job_folders`).
     """
 
     def __init__(self, tasks: list[str]):
         self.tasks = list(tasks)
-        self.held: list[Path] = []
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         if config.get("task_name") not in self.tasks or secondary_rank():
@@ -229,11 +228,20 @@ class RunLockCallback(Callback):
         except RunFolderBusy as busy:
             print(f"error: {busy}", file=sys.stderr)
             sys.exit(2)
-        self.held.append(folder)
+        _JOB_HOLDS.append(folder)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
-        while self.held:
-            release(self.held.pop())
+        release_job_folders()
+
+
+_JOB_HOLDS: list[Path] = []  # the run folders RunLockCallback holds for the job
+
+
+def release_job_folders() -> None:
+    """Give back the run folders :class:`RunLockCallback` took for the job: at its end, or after bad input (a job that
+    stops with SystemExit never reaches ``on_job_end``, and its holder record would stay behind)."""
+    while _JOB_HOLDS:
+        release(_JOB_HOLDS.pop())
 
 
 def _run_folder(config: DictConfig) -> Path | None:

@@ -4,14 +4,17 @@ top-level scripts and console scripts call; one real subprocess shows a script i
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import logging
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -115,6 +118,17 @@ CASES = [
     ("search", ["search.final.top_k=0"], r"error: search.final.top_k=0 must be a positive integer$"),
     ("search", ["+search.final.repeats=2"], r"error: unknown search.final settings \['repeats'\]; allowed"),
     ("search", ["search.n_seeds=2"], r"error: search.n_seeds is now search.smac.n_seeds$"),
+    ("search", ["search.split=nosuch"], r"error: search.split='nosuch' must be one of \['val', 'test'\]$"),
+    (
+        "search",
+        ["search.reference_point=[1.0,nan]"],
+        r"error: search.reference_point=\[1.0, nan\] must be finite numbers, one per objective$",
+    ),
+    (
+        "search",
+        ["search.dask_address=tls://127.0.0.1:1"],
+        r"error: dask_address=tls://127.0.0.1:1: a tls:// scheduler needs TLS credentials and dask_tls is not set; ",
+    ),
     (
         "search",
         ["search.space={files}/syntax_error.yaml"],
@@ -370,6 +384,25 @@ def test_a_logger_without_its_package_stops_the_command_in_one_line(command, tmp
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("command", ["train", "search"])
+def test_a_logger_whose_package_fails_to_import_stops_the_command_in_one_line(command, tmp_path, monkeypatch, capsys):
+    """A package that is there but breaks on import (a broken install, a GPU image without a library of its): found
+    is not enough, it is imported. Before, a search trained its first trial, then its summary run raised."""
+    (tmp_path / "shadow" / "broken_logger_package").mkdir(parents=True)
+    (tmp_path / "shadow" / "broken_logger_package" / "__init__.py").write_text(
+        'raise ImportError("libbroken.so: cannot open shared object file")\n'
+    )
+    monkeypatch.syspath_prepend(tmp_path / "shadow")
+    monkeypatch.setitem(reporting.LOGGER_PACKAGES, "CSVLogger", ("broken_logger_package",))
+    code, lines = error_lines(command, ["logger=csv"], tmp_path, monkeypatch, capsys)
+    assert code == 2 and lines == [
+        "error: logger.csv (pytorch_lightning.loggers.CSVLogger) needs the broken_logger_package package, which fails "
+        "to import (ImportError: libbroken.so: cannot open shared object file): reinstall broken_logger_package, or "
+        "logger=csv or logger=none"
+    ]
+    assert not (tmp_path / "run").exists()
+
+
 def test_trials_that_all_crash_alike_end_the_command_in_one_line(capsys):
     def search(cfg):
         raise TrialsCrashAlike("the search's first 3 trials all crashed with the same error, so it stopped")
@@ -380,3 +413,122 @@ def test_trials_that_all_crash_alike_end_the_command_in_one_line(capsys):
     assert capsys.readouterr().err.splitlines() == [
         "error: the search's first 3 trials all crashed with the same error, so it stopped"
     ]
+
+
+SEARCH = ["search.benchmark=table", "search.strategy=random", "search.total_budget=null", "logger=none"]
+SEARCH += ["search.final.top_k=1", "search.final.seeds=1"]  # a search of seconds, with a final stage
+
+
+def run_search_command(folder: Path, overrides: list[str]) -> None:
+    """``search.py`` on the tabular benchmark in ``folder``, in this process."""
+    argv = ["search", *SEARCH, *overrides, f"hydra.run.dir={folder}"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "argv", argv)
+        importlib.import_module("fairnas.tasks.search").main()
+
+
+@pytest.fixture(scope="module")
+def finished_search(tmp_path_factory):
+    """A finished search of 4 trials and its final stage, in a folder as ``search.py`` leaves it."""
+    folder = tmp_path_factory.mktemp("finished") / "search"
+    handlers, level = logging.root.handlers[:], logging.root.level
+    run_search_command(folder, ["search.n_trials=4"])
+    logging.root.handlers[:], logging.root.level = handlers, level
+    return folder
+
+
+def _set_in_trials(folder: Path, column: str, value: str, config_id: str | None = None) -> None:
+    """trials.csv with ``column`` set to ``value`` on its first line (of ``config_id``), the rest as written."""
+    path = folder / "trials.csv"
+    rows = pd.read_csv(path, dtype=str, keep_default_na=False)
+    line = rows.index[0] if config_id is None else rows.index[rows["config_id"] == config_id][0]
+    rows.loc[line, column] = value
+    path.write_text(rows.to_csv(index=False))
+
+
+def _nan_in_the_front(folder: Path) -> None:
+    _set_in_trials(folder, "error", "nan", pd.read_csv(folder / "pareto_front.csv")["config_id"][0])
+
+
+def _repeated_line(folder: Path, trial_id: str | None) -> None:
+    lines = (folder / "trials.csv").read_text().splitlines(keepends=True)
+    repeated = lines[1] if trial_id is None else trial_id + lines[1][lines[1].index(",") :]
+    (folder / "trials.csv").write_text("".join([*lines, repeated]))
+
+
+def _final_runs_of_another_search(folder: Path) -> None:
+    """trials.csv without the trials of the configuration the final stage re-trained."""
+    final = set(pd.read_csv(folder / "final_trials.csv")["config_id"])
+    trials = pd.read_csv(folder / "trials.csv", dtype=str, keep_default_na=False)
+    (folder / "trials.csv").write_text(trials[~trials["config_id"].isin(final)].to_csv(index=False))
+
+
+DAMAGES = {
+    "nan_objective": _nan_in_the_front,
+    "repeated_line": lambda folder: _repeated_line(folder, None),
+    "repeated_trial": lambda folder: _repeated_line(folder, "4"),
+    "budget_above_max": lambda folder: _set_in_trials(folder, "budget", "8.0"),
+    "search_json_cut": lambda folder: (folder / "search.json").write_text((folder / "search.json").read_text()[:200]),
+    "trials_csv_deleted": lambda folder: (folder / "trials.csv").unlink(),
+    "final_runs_of_another_search": _final_runs_of_another_search,
+    "none": lambda folder: None,
+}
+# A finished search resumed with a damaged record, or with settings it cannot take: (DAMAGES entry, overrides, the
+# error line). Each is refused before any trial, and the folder stays as it was.
+RESUME_CASES = [
+    ("nan_objective", [], r"error: .*/trials.csv line \d: error=nan is not a finite number, which no search records "),
+    ("repeated_line", [], r"error: .*/trials.csv line 6: trial_id 0 is recorded on line 2 too; a search records each"),
+    (
+        "repeated_trial",
+        [],
+        r"error: .*/trials.csv line 6: the trial \(config \w{12}, budget 4, seed 0\) is recorded on line 2 too; ",
+    ),
+    ("budget_above_max", [], r"error: .*/trials.csv line 2: budget=8 lies outside the search's budgets, 1 to 4$"),
+    (
+        "search_json_cut",
+        [],
+        r"error: .*/search.json is not whole JSON \(.*: line \d+ column \d+ \(char \d+\)\): restore the search's",
+    ),
+    (
+        "trials_csv_deleted",
+        [],
+        r"error: .*/trials.csv is missing, yet final_trials.csv, final_candidates.csv, final_front.csv, "
+        r"pareto_front.png, pareto_front.csv are there: the search's trials are lost",
+    ),
+    (
+        "final_runs_of_another_search",
+        [],
+        r"error: .*/final_trials.csv line 2: config \w{12} is no successful full-budget trial of trials.csv, so the",
+    ),
+    ("none", ["search.max_budget=3"], r"error: .* holds a search with different \['max_budget'\] \(it ran with max"),
+    ("none", ["search.split=nosuch"], r"error: search.split='nosuch' must be one of \['val', 'test'\]$"),
+]
+
+
+def _file_hashes(folder: Path) -> dict[str, str]:
+    return {
+        str(path.relative_to(folder)): hashlib.sha1(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+@pytest.mark.parametrize(
+    ("damage", "overrides", "message"), RESUME_CASES, ids=[f"{d}:{' '.join(o)}" for d, o, _ in RESUME_CASES]
+)
+def test_a_refused_resume_exits_2_with_one_line_and_leaves_the_folder_byte_identical(
+    damage, overrides, message, finished_search, tmp_path, capsys
+):
+    """Hydra's own files included (.hydra/config.yaml recorded the refused settings, and a lock record stayed)."""
+    folder = tmp_path / "search"
+    shutil.copytree(finished_search, folder)
+    DAMAGES[damage](folder)
+    before = _file_hashes(folder)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        run_search_command(folder, ["search.n_trials=6", *overrides])
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert exit_info.value.code == 2 and "Traceback" not in err
+    assert len(lines) == 1 and re.match(message, lines[0]), lines
+    assert _file_hashes(folder) == before

@@ -96,18 +96,26 @@ def test_no_final_stage_gives_the_observed_front_alone(tmp_path):
 
 
 def test_a_crashed_retraining_is_recorded_and_left_out_of_the_means(tmp_path):
+    """Also read back on resume, its test metric (NaN: a crash measures nothing) included."""
+
     def target(config, seed, budget):
         if seed == 2:
             raise RuntimeError("CUDA out of memory (simulated)")
-        return ZDT1(config, seed, budget)
+        return {**ZDT1(config, seed, budget), "test/f1": 0.5}
 
-    result = run_search(target, ZDT1.configspace(), _settings(final={"top_k": 2, "seeds": 2}), output_dir=tmp_path)
+    def search():
+        settings = _settings(final={"top_k": 2, "seeds": 2})
+        return run_search(target, ZDT1.configspace(), settings, output_dir=tmp_path, final_metrics=["test/f1"])
+
+    result = search()
     final_runs = pd.read_csv(tmp_path / "final_trials.csv", keep_default_na=False)
     crashed = final_runs[final_runs["seed"] == 2]
-    assert len(crashed) == 2 and (crashed["status"] == "crashed").all()
+    assert len(crashed) == 2 and (crashed["status"] == "crashed").all() and (crashed["test/f1"] == "").all()
     assert crashed["error_message"].str.contains("CUDA out of memory").all()
     assert (result.final.candidates["n_seeds"] == 1).all()  # the successful seed only
     assert result.final.candidates["f1_se"].isna().all()  # one seed: no standard error
+    again = search()  # was: ValueError: could not convert string to float: ''
+    pd.testing.assert_frame_equal(again.final.trials, result.final.trials)
 
 
 def test_final_stage_runs_on_the_dask_workers(tmp_path):

@@ -287,6 +287,17 @@ def test_resuming_with_different_settings_is_refused(tmp_path):
     assert extended.trials["trial_id"].tolist() == [0, 1, 2, 3]
 
 
+def test_a_resume_rebuilds_the_front_and_the_hypervolume_curve_from_trials_csv(tmp_path):
+    """Derived from the trials, they are never read back: damaged or stale, the next run writes them again."""
+    _search(tmp_path, strategy="random", n_trials=3)
+    derived = {name: tmp_path / "search" / name for name in ("pareto_front.csv", "hypervolume.csv")}
+    written = {name: path.read_text() for name, path in derived.items()}
+    for path in derived.values():
+        path.write_text("n_trials,hypervolume\n1,nan\n")
+    _search(tmp_path, target=_never_called, strategy="random", n_trials=3)
+    assert {name: path.read_text() for name, path in derived.items()} == written
+
+
 def test_resuming_with_a_space_that_sets_other_keys_or_other_invariants_is_refused(tmp_path):
     def space(key):
         return {"hyperparameters": {"x0": {"type": "float", "lower": 0.0, "upper": 1.0, "key": key}}}

@@ -30,10 +30,15 @@ needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="open
 def test_a_plain_scheduler_off_this_machine_needs_an_explicit_yes(address, refused):
     if refused:
         with pytest.raises(ValueError, match=rf"^dask_address={address}: a scheduler without TLS off this machine"):
-            check_address(address, insecure=False)
+            check_address(address, insecure=False, tls="credentials")
     else:
-        check_address(address, insecure=False)
-    check_address(address, insecure=True)  # the user's explicit choice
+        check_address(address, insecure=False, tls="credentials")
+    check_address(address, insecure=True, tls="credentials")  # the user's explicit choice
+
+
+def test_a_tls_scheduler_without_credentials_is_refused_naming_dask_tls():
+    with pytest.raises(ValueError, match=r"^dask_address=tls://10.0.0.5:8786: .* dask_tls is not set; set dask_tls"):
+        check_address("tls://10.0.0.5:8786", insecure=True)
 
 
 def test_a_search_refuses_it_in_one_line_before_anything_is_written(tmp_path):

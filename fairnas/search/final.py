@@ -108,7 +108,13 @@ def run_final_stage(
     and the stage records: the ``objectives``, then any others (e.g. test-split values); the front is built from
     the objectives."""
     crash = [*crash_costs, *[math.nan] * (len(metrics) - len(objectives))]
-    store = TrialStore(output_dir / FINAL_TRIALS_FILE, metrics, hyperparameters)
+    store = TrialStore(
+        output_dir / FINAL_TRIALS_FILE,
+        metrics,
+        hyperparameters,
+        budgets=(budget, budget),
+        nan_when_crashed=metrics[len(objectives) :],
+    )
     done = {record.run_key for record in store.records}
     pending = deque(
         (json.loads(config), seed)

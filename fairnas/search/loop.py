@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 from ConfigSpace import ConfigurationSpace
 
-from fairnas.io import append_csv_rows, atomic_path, write_csv_atomic
+from fairnas.io import append_csv_rows, write_csv_atomic, write_text_atomic
 from fairnas.search.final import FinalResult, fresh_seeds, run_final_stage, select_candidates
 from fairnas.search.hypervolume import HypervolumeCurve
 from fairnas.search.outputs import (
@@ -35,6 +35,7 @@ from fairnas.search.outputs import (
 from fairnas.search.parallel import TrialPool, open_pool_for
 from fairnas.search.pareto import pareto_front
 from fairnas.search.progress import progress_line
+from fairnas.search.record_check import check_folder
 from fairnas.search.records import RunKey, TrialRecord, TrialStore, run_key
 from fairnas.search.settings import SearchSettings, check_compatible
 from fairnas.search.space import KeyValidator, SearchSpace, check_known_keys, load_space
@@ -100,7 +101,8 @@ def run_search(
     started one's resume-invariant settings, space (hyperparameters and the keys they set) and
     ``invariants`` (the caller's own, e.g. the training overrides every trial applies; JSON-able values,
     recorded in search.json) or stops with a ValueError naming what differs; so does a strategy whose
-    library is missing. Writes trials.csv, pareto_front.csv, pareto_front.png, hypervolume.csv,
+    library is missing, and a folder whose records are not whole (:mod:`fairnas.search.record_check`, checked
+    before anything is written). Writes trials.csv, pareto_front.csv, pareto_front.png, hypervolume.csv,
     search.json and, for SMAC, its output (smac3/) into ``output_dir``.
 
     Then, unless ``settings.final.seeds`` is 0, the final-selection stage (:mod:`fairnas.search.final`) re-trains the
@@ -130,12 +132,16 @@ def run_search(
 
         if settings.dask_address is not None or settings.dask_scheduler_file is not None:
             pool()  # an existing scheduler is reached before anything is written: a wrong address stops here
-        _claim_output_dir(
-            output_dir,
-            settings.resume_invariant() | space_invariants | dict(invariants or {}),
-            unrecorded_values=settings.resume_unrecorded(),
+        recorded = settings.resume_invariant() | space_invariants | dict(invariants or {})
+        to_record = check_folder(output_dir, settings, recorded, final_metrics=final_metrics)
+        if to_record is not None:  # the folder is accepted: the first thing written is what it records
+            write_text_atomic(output_dir / SETTINGS_FILE, json.dumps(to_record, indent=2))
+        store = TrialStore(
+            output_dir / TRIALS_FILE,
+            settings.objectives,
+            list(search_space.keys),
+            budgets=(settings.min_budget, settings.max_budget),
         )
-        store = TrialStore(output_dir / TRIALS_FILE, settings.objectives, list(search_space.keys))
         if store.records:
             log.info("resuming search in %s with %d finished trials", output_dir, len(store.records))
         if _within_limits(settings, len(store.records), sum(record.budget for record in store.records)):
@@ -395,31 +401,3 @@ def _as_search_space(space: Any) -> SearchSpace:
     raise ValueError(
         f"space must be a ConfigurationSpace, SearchSpace, space-file path or mapping, got {type(space).__name__}"
     )
-
-
-def _claim_output_dir(output_dir: Path, settings: dict[str, Any], unrecorded_values: Mapping[str, Any]) -> None:
-    """Record the search settings, or check that an earlier run in ``output_dir`` used the same ones; a setting its
-    search.json predates is taken from ``unrecorded_values`` where known (what older versions ran with)."""
-    settings_path = output_dir / SETTINGS_FILE
-    settings = json.loads(json.dumps(settings))  # normalise (tuples -> lists) for comparison
-    if settings_path.is_file():
-        recorded = json.loads(settings_path.read_text())
-        previous = json.loads(json.dumps(unrecorded_values)) | recorded
-        changed = [name for name, value in settings.items() if name in previous and previous[name] != value]
-        if changed:
-            texts = {name: json.dumps(previous[name]) for name in changed}
-            there = ", ".join(f"{name}={text}" for name, text in texts.items() if len(text) <= 80)  # not a space
-            raise ValueError(
-                f"{output_dir} holds a search with different {changed}"
-                + (f" (it ran with {there})" if there else "")
-                + "; resume it with those values or use a new output_dir to change them"
-            )
-        if set(settings) <= set(recorded):
-            return
-        unknown = [name for name in settings if name not in previous]
-        if unknown:  # search.json from an older version: what it lacks cannot be checked now, only recorded
-            log.warning("%s does not record %s; resuming with the current values", settings_path, unknown)
-        settings = recorded | settings
-    output_dir.mkdir(parents=True, exist_ok=True)
-    with atomic_path(settings_path) as tmp:
-        tmp.write_text(json.dumps(settings, indent=2))

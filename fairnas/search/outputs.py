@@ -19,6 +19,7 @@ from fairnas.search.plots import pareto_figure
 SETTINGS_FILE = "search.json"
 TRIALS_FILE = "trials.csv"
 PARETO_FRONT_FILE = "pareto_front.csv"
+PARETO_PLOT_FILE = "pareto_front.png"
 HYPERVOLUME_FILE = "hypervolume.csv"
 
 
@@ -98,6 +99,6 @@ def write_outputs(result: SearchResult, reference_point: Sequence[float] | None,
     if plot:
         final_front = None if result.final is None else result.final.candidates
         figure = pareto_figure(result.trials, result.pareto_front, result.objectives, result.max_budget, final_front)
-        with atomic_path(result.output_dir / "pareto_front.png") as tmp:
+        with atomic_path(result.output_dir / PARETO_PLOT_FILE) as tmp:
             figure.savefig(tmp, dpi=120, format="png")
     return curve

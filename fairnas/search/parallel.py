@@ -345,7 +345,7 @@ def connect(
         address = scheduler_address(Path(scheduler_file), timeout)
         where = f"dask_scheduler_file={scheduler_file} (address {address})"
     assert address is not None
-    check_address(address, insecure=insecure, key=where.split(" ", 1)[0])
+    check_address(address, insecure=insecure, tls=tls, where=where)
     try:
         return Client(address=address, timeout=timeout, security=security)
     except (OSError, TimeoutError) as error:

@@ -23,13 +23,21 @@ from urllib.parse import urlsplit
 CREDENTIALS = ("ca.pem", "cert.pem", "key.pem")
 
 
-def check_address(address: str, *, insecure: bool, key: str = "dask_address") -> None:
-    """Refuse a plain ``tcp://`` (or scheme-less) scheduler address off the loopback unless ``insecure``."""
+def check_address(address: str, *, insecure: bool, tls: str | None = None, where: str | None = None) -> None:
+    """Refuse a ``tls://`` scheduler address without the credentials folder ``tls``, and a plain ``tcp://`` (or
+    scheme-less) one off the loopback unless ``insecure``; ``where`` names the setting the address came from (default
+    ``dask_address=<address>``)."""
+    where = where or f"dask_address={address}"
     parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    if parts.scheme == "tls" and tls is None:
+        raise ValueError(
+            f"{where}: a tls:// scheduler needs TLS credentials and dask_tls is not set; set dask_tls to the folder "
+            f"of its {', '.join(CREDENTIALS)} (python -m fairnas.search.security <folder> writes them)"
+        )
     if parts.scheme != "tcp" or insecure or _is_loopback(parts.hostname or ""):
         return
     raise ValueError(
-        f"{key}={address}: a scheduler without TLS off this machine runs code for anyone who reaches its port; "
+        f"{where}: a scheduler without TLS off this machine runs code for anyone who reaches its port; "
         "start it with TLS (tls://, dask_tls=<credentials folder>: python -m fairnas.search.security) or set "
         "dask_insecure=true on a network only you can reach"
     )

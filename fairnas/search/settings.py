@@ -199,6 +199,8 @@ class SearchSettings:
                 f"search.reference_point has {len(self.reference_point)} values "
                 f"for search.objectives {list(self.objectives)}"
             )
+        if self.reference_point is not None and not all(map(math.isfinite, self.reference_point)):
+            SEARCH.fail("reference_point", list(self.reference_point), "finite numbers, one per objective")
         if len(self.crash_costs) != len(objectives) or not all(map(math.isfinite, self.crash_costs)):
             given = self.crash_cost if isinstance(self.crash_cost, float) else list(self.crash_cost)
             SEARCH.fail("crash_cost", given, "one finite number or one per objective")

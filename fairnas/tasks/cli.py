@@ -15,8 +15,9 @@ from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from fairnas.config import CONFIG_DIR
-from fairnas.run_lock import discard_if_unused
+from fairnas.run_lock import discard_if_unused, release_job_folders
 from fairnas.search.trial import TrialsCrashAlike, is_out_of_space
+from fairnas.tasks.hydra_files import put_back_hydra_files
 
 DATALOADER_WORKER = re.compile(r"Caught \w+ in DataLoader worker process \d+\.$")
 USER_ERRORS = (ValueError, FileNotFoundError, OmegaConfBaseException, TrialsCrashAlike)
@@ -47,14 +48,18 @@ def run_cli(task: Callable[[DictConfig], Any], cfg: DictConfig) -> Any:
 
 
 def hydra_command(task: Callable[[DictConfig], Any], config_name: str) -> Callable[[], None]:
-    """The console entry point of ``task``: ``@hydra.main`` over the packaged configs, errors via :func:`run_cli`."""
+    """The console entry point of ``task``: ``@hydra.main`` over the packaged configs, errors via :func:`run_cli`.
+    After bad input the run folder is as it was: a new one is removed, an existing one gets Hydra's files back
+    (:mod:`fairnas.tasks.hydra_files`), and its lock is released."""
 
     @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name=config_name)
     def main(cfg: DictConfig) -> None:
         try:
             run_cli(task, cfg)
         except SystemExit:
+            put_back_hydra_files()
             _discard_unused_folders(HydraConfig.get(), cfg.get("output_dir"))
+            release_job_folders()
             raise
 
     return main

@@ -28,8 +28,10 @@ from fairnas.reporting import Report, check_loggers
 from fairnas.run_lock import locks_output_dir
 from fairnas.search import SearchResult, SearchSettings, SearchSpace, load_space, run_search
 from fairnas.search.loop import SearchProgress, TrialObserver
+from fairnas.search.sections import check_choice
 from fairnas.search.space import check_known_keys
 from fairnas.tasks.cli import hydra_command
+from fairnas.training.module import EVAL_STAGES
 from fairnas.training.run import read_checkpoint_settings
 from fairnas.training.search_target import TrainingTarget, epochs_saved
 from fairnas.training.settings import check_training_settings
@@ -64,7 +66,7 @@ class FaceSearch:
             settings,
             search["space"],
             tuple(search["train_overrides"]),
-            search["split"],
+            check_choice("split", search["split"], EVAL_STAGES),  # the splits a trial's metrics.json reports
             search["continue_across_fidelities"],
             benchmark,
         )
