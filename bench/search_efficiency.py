@@ -44,6 +44,7 @@ from fairnas.benchmarks.tables import names as table_names
 from fairnas.config import SPACES_DIR
 from fairnas.io import write_text_atomic
 from fairnas.search import load_space
+from fairnas.search.final import ANSWERS
 from fairnas.search.settings import FinalSettings
 from fairnas.search.trial import Target
 from fairnas.training.search_target import TRIAL_FILE, TrainingTarget, trial_dir
@@ -144,6 +145,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(DEFAULT_METHODS))
     parser.add_argument("--final-top-k", type=int, default=FINAL.top_k, help="the final stage's candidates")
     parser.add_argument("--final-seeds", type=int, default=FINAL.seeds, help="the final stage's seeds per candidate")
+    parser.add_argument("--final-answer", choices=ANSWERS, default=FINAL.answer, help="the final stage's answer")
     parser.add_argument("--output", type=Path, help="CSV of every trial of every run")
     parser.add_argument("--quality-output", type=Path, help="CSV of every run's answer quality (noisy tables)")
     parser.add_argument("--runs-output", type=Path, help="CSV of every run's hypervolume (and share) at the budget")
@@ -154,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(f"--seeds must be >= 1 and --first-seed >= 0, got {args.seeds} and {args.first_seed}")
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     try:
-        final = FinalSettings(top_k=args.final_top_k, seeds=args.final_seeds)
+        final = FinalSettings(top_k=args.final_top_k, seeds=args.final_seeds, answer=args.final_answer)
         FinalSettings.from_mapping(dataclasses.asdict(final))
     except ValueError as error:
         parser.error(str(error))

@@ -10,11 +10,13 @@ import pytest
 
 from bench import search_efficiency, smac_defaults
 from fairnas.benchmarks import compute_meter as meter
+from fairnas.benchmarks.answer_quality import answer
 from fairnas.benchmarks.figure import efficiency_figure, volume_on_grid
 from fairnas.benchmarks.methods import DEFAULT_METHODS, METHODS
 from fairnas.benchmarks.problems import PROBLEMS, analytic_problem, table_problem
 from fairnas.benchmarks.runner import benchmark, run_method
 from fairnas.benchmarks.summary import format_table, hypervolume_at, summarize
+from fairnas.search.pareto import non_dominated_mask
 
 
 def test_retraining_cost_charges_only_the_new_epochs_when_continuing():
@@ -327,3 +329,16 @@ def test_smac_candidates_change_one_thing_and_are_compared_paired_with_the_defau
     assert comparison.loc["eta_3", "diff_mean"] == pytest.approx((volumes["eta_3"] - volumes["default"]).mean())
     assert "| eta_3 |" in defaults.format_comparison(comparison.reset_index(), problem, 24)
     assert "| eta_3: Hyperband eta 3 (2) |" in defaults.verdicts({"analytic": comparison.reset_index()})
+
+
+def test_a_final_stage_answering_with_the_observed_front_is_judged_on_every_member_it_returns(tmp_path):
+    problem = analytic_problem()
+    trials = run_method(problem, "default_observed", seed=0, total_budget=120, run_dir=tmp_path / "observed")
+    final = trials[trials["stage"] == "final"]
+    search = trials[(trials["stage"] == "search") & (trials["budget"] == problem.max_budget)]
+    observed = search[non_dominated_mask(search[list(problem.objectives)].to_numpy(dtype=float))]
+    returned = answer(trials, problem.objectives, problem.max_budget)
+    assert set(returned.index) == set(final.loc[final["in_answer"], "config_id"])
+    assert set(returned.index) == set(observed["config_id"]) & set(final["config_id"])  # re-measured, none dropped
+    means = run_method(problem, "default", seed=0, total_budget=120, run_dir=tmp_path / "means")
+    assert len(answer(means, problem.objectives, problem.max_budget)) <= len(returned)

@@ -116,6 +116,7 @@ CASES = [
         r"error: search.benchmark=surrogate_table has budgets 1 to 4 epochs; search.min_budget=1 and search.max_b",
     ),
     ("search", ["search.final.top_k=0"], r"error: search.final.top_k=0 must be a positive integer$"),
+    ("search", ["search.final.answer=best"], r"error: search.final.answer='best' must be one of \['means', 'obs"),
     ("search", ["+search.final.repeats=2"], r"error: unknown search.final settings \['repeats'\]; allowed"),
     ("search", ["search.n_seeds=2"], r"error: search.n_seeds is now search.smac.n_seeds$"),
     ("search", ["search.split=nosuch"], r"error: search.split='nosuch' must be one of \['val', 'test'\]$"),

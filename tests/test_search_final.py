@@ -88,6 +88,22 @@ def test_final_stage_retrains_the_candidates_with_fresh_seeds_and_answers_with_t
     assert (more.final.candidates["n_seeds"] == 4).all()
 
 
+def test_the_observed_answer_keeps_every_observed_front_member_with_its_fresh_seeds_estimate(tmp_path):
+    settings = _settings(final={"top_k": 8, "seeds": 2, "answer": "observed"})
+    result = run_search(ZDT1, ZDT1.configspace(), settings, output_dir=tmp_path)
+    observed = pd.read_csv(tmp_path / "pareto_front.csv")
+    candidates = pd.read_csv(tmp_path / "final_candidates.csv")
+    front = pd.read_csv(tmp_path / "final_front.csv")
+    assert len(observed) <= 8 and set(front["config_id"]) == set(observed["config_id"])
+    assert set(candidates.loc[candidates["layer"] == 0, "config_id"]) == set(front["config_id"])
+    assert (front["n_seeds"] == 2).all() and front["f1_se"].notna().all()
+    for row in front.to_dict("records"):  # re-measured on the fresh seeds, the search's own run left out
+        expected = [ZDT1(json.loads(row["config"]), seed, 4.0)["f1"] for seed in (1, 2)]
+        assert row["f1_mean"] == pytest.approx(np.mean(expected))
+    means = run_search(ZDT1, ZDT1.configspace(), _settings(final={"top_k": 8, "seeds": 2}), output_dir=tmp_path)
+    assert set(means.final.front["config_id"]) <= set(result.final.front["config_id"])  # the front of means re-selects
+
+
 def test_no_final_stage_gives_the_observed_front_alone(tmp_path):
     result = run_search(ZDT1, ZDT1.configspace(), _settings(final={"seeds": 0}), output_dir=tmp_path)
     assert result.final is None

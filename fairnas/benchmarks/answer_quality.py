@@ -102,10 +102,14 @@ class Truth:
 
 
 def answer(trials: pd.DataFrame, objectives: Sequence[str], max_budget: float) -> pd.DataFrame:
-    """The configurations a run returns with the values it estimated for them (``stage`` ``final`` rows: the final
-    stage's re-training runs; else the search's full-budget trials), front only, sorted by the first objective; with
-    their ``config`` when the trials have one."""
+    """The configurations a run returns with the values it estimated for them, sorted by the first objective, with
+    their ``config`` when the trials have one: with a final stage (``stage`` ``final`` rows), the configurations its
+    answer holds (``in_answer``; records without it: the front of its means), at their re-training runs' means; else
+    the front of the search's full-budget trials."""
     final = trials[trials["stage"] == "final"] if "stage" in trials else trials.iloc[:0]
+    if len(final) and "in_answer" in final:
+        returned = _estimates(final[final["in_answer"].astype(bool)], objectives, max_budget)
+        return returned.sort_values(list(objectives))
     estimates = _estimates(final if len(final) else trials, objectives, max_budget)
     if estimates.empty:
         return estimates

@@ -18,7 +18,8 @@ Every method minimises all objectives through ``run_search``, on the same space,
   and BoTorch, and BoTorch's own loop outside fairnas (``reference_*``);
 - ``default``: whatever ``search.py`` runs when given no strategy settings, read from the composed search config
   (its strategy, that strategy's options, its initial design and its final stage, :func:`shipped`), so it follows
-  the default when the config changes; ``default_search``: the same search without its final stage.
+  the default when the config changes; ``default_search``: the same search without its final stage;
+  ``default_observed``: its final stage returning the observed front re-measured (``final.answer=observed``).
 """
 
 from __future__ import annotations
@@ -122,7 +123,14 @@ SHIPPED = "shipped"
 SHIPPED_METHODS = {
     "default": Method("the default, as search.py ships it", SHIPPED, final=True),
     "default_search": Method("the default without its final stage", SHIPPED),
+    "default_observed": Method(
+        "the default, its final stage re-measuring the observed front",
+        SHIPPED,
+        final=True,
+        final_settings=FinalSettings(answer="observed"),
+    ),
 }
+"""``default_observed``: the shipped final stage's candidates and seeds with ``final.answer=observed``."""
 METHODS = {**strategy_methods(), **VARIANTS, **SHIPPED_METHODS}
 DEFAULT_METHODS = ("smac", "smac_scratch", "random", "moasha", "nsga2")
 
@@ -160,4 +168,7 @@ def method(name: str) -> Method:
     default = shipped()
     if not spec.final:
         default = dataclasses.replace(default, final=False, final_settings=None)
+    elif spec.final_settings is not None and default.final_settings is not None:
+        answer = dataclasses.replace(default.final_settings, answer=spec.final_settings.answer)
+        default = dataclasses.replace(default, final_settings=answer)
     return dataclasses.replace(default, label=spec.label)

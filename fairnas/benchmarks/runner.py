@@ -39,6 +39,8 @@ from fairnas.search.outputs import TRIALS_FILE
 from fairnas.search.settings import FinalSettings
 from fairnas.search.trial import Target
 
+FOLDER_ANSWER = {"means": "", "observed": "-observed"}
+"""A final stage's answer in its run folder's name (the thesis' front of means as before)."""
 FINAL = FinalSettings()  # the final stage of the methods that have one: search.final's defaults
 
 
@@ -149,7 +151,8 @@ def _final_stage(
     search_dir: Path,
 ) -> pd.DataFrame:
     """The final stage on a finished search (``run_search`` once more, with no trial left to run): its re-training
-    runs with their cost and ``stage`` ``final``."""
+    runs with their cost, ``stage`` ``final`` and ``in_answer`` (their configuration is in the stage's answer,
+    ``final_front.csv``)."""
     final_file = search_dir / FINAL_TRIALS_FILE
     if final_file.is_file():  # resumed mid-stage: replay the seeds already assigned
         _replayed_seeds(pd.read_csv(final_file), target)
@@ -161,7 +164,8 @@ def _final_stage(
     runs = result.final.trials
     done_before = len(runs) - len(metered.charges)  # read back on resume: charged as trained
     costs = [*runs["budget"].iloc[:done_before], *(charge.cost for charge in metered.charges)]
-    return runs.assign(cost=np.asarray(costs, dtype=float), stage="final")
+    returned = runs["config_id"].isin(result.final.front["config_id"])
+    return runs.assign(cost=np.asarray(costs, dtype=float), stage="final", in_answer=returned)
 
 
 def _never_searched(config: dict[str, Any], seed: int, budget: float) -> Mapping[str, float]:
@@ -207,7 +211,7 @@ def benchmark(
             # are other runs
             spec = resolved(method)
             stage = spec.final_settings or final
-            folder = f"{method}@top{stage.top_k}x{stage.seeds}" if spec.final else method
+            folder = f"{method}@top{stage.top_k}x{stage.seeds}{FOLDER_ANSWER[stage.answer]}" if spec.final else method
             run_dir = work_dir / problem.name / folder / f"seed{seed}"
             trials = run_method(problem, method, seed=seed, total_budget=total_budget, run_dir=run_dir, final=final)
             curve = consumed_curve(trials, problem)

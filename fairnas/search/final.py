@@ -43,6 +43,10 @@ log = logging.getLogger("fairnas.search")
 FINAL_TRIALS_FILE = "final_trials.csv"
 FINAL_CANDIDATES_FILE = "final_candidates.csv"
 FINAL_FRONT_FILE = "final_front.csv"
+ANSWERS = ("means", "observed")
+"""What the stage returns (``final.answer``): the front of the candidates' means, or the observed front's candidates,
+re-measured. The front of means re-selects on the fresh seeds and keeps about two of three candidates; on the 6-seed
+noisy table that costs 0.12-0.16 of held-out true share at 24 full trials (docs/search_strategies.md, pilot 7)."""
 
 
 @dataclass(frozen=True)
@@ -102,9 +106,11 @@ def run_final_stage(
     hyperparameters: Sequence[str],
     pool: Callable[[], TrialPool],
     output_dir: Path,
+    answer: str = "means",
 ) -> FinalResult:
     """Re-train every candidate with every seed at ``budget`` (the runs ``final_trials.csv`` lacks) through the
-    pool ``pool()`` gives (asked for only when a run is left); summarise. ``metrics`` are what the target returns
+    pool ``pool()`` gives (asked for only when a run is left); summarise; the ``answer`` (:data:`ANSWERS`) is
+    ``final_front.csv``. ``metrics`` are what the target returns
     and the stage records: the ``objectives``, then any others (e.g. test-split values); the front is built from
     the objectives."""
     crash = [*crash_costs, *[math.nan] * (len(metrics) - len(objectives))]
@@ -151,7 +157,7 @@ def run_final_stage(
     trials = store.frame()
     summary = summarize_candidates(trials, candidates, seeds, objectives, metrics, hyperparameters)
     write_csv_atomic(summary, output_dir / FINAL_CANDIDATES_FILE)
-    front = summary[summary["on_front"]].drop(columns="on_front").reset_index(drop=True)
+    front = summary[in_answer(summary, answer)].drop(columns="on_front").reset_index(drop=True)
     write_csv_atomic(front, output_dir / FINAL_FRONT_FILE)
     return FinalResult(trials, summary, front)
 
@@ -188,3 +194,11 @@ def summarize_candidates(
     on_front[np.flatnonzero(measured)[non_dominated_mask(means[measured])]] = True
     summary["on_front"] = on_front
     return summary.sort_values(f"{objectives[0]}_mean", kind="stable").reset_index(drop=True)
+
+
+def in_answer(summary: pd.DataFrame, answer: str) -> pd.Series:
+    """Which candidates of :func:`summarize_candidates` the search returns: those on the front of their means
+    (``means``) or, re-measured, those on the observed front with a successful fresh run (``observed``)."""
+    if answer == "means" or summary.empty:
+        return summary["on_front"].astype(bool)
+    return (summary["layer"] == 0) & (summary["n_seeds"] > 0)

@@ -182,6 +182,7 @@ def _final_stage(
         hyperparameters=hyperparameters,
         pool=pool,
         output_dir=result.output_dir,
+        answer=settings.final.answer,
     )
     log.info(
         "final stage: %d candidates x seeds %s, %g epochs; front of means: %d configurations",

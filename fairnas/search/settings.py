@@ -7,12 +7,14 @@ import math
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from fairnas.search.final import ANSWERS
 from fairnas.search.parallel import checked_pool
 from fairnas.search.records import RESERVED_COLUMNS
 from fairnas.search.sections import (
     SEARCH,
     Section,
     as_tuple,
+    check_choice,
     integer,
     number,
     number_list,
@@ -46,6 +48,10 @@ class FinalSettings(Section):
 
     top_k: int = 3
     seeds: int = 2
+    answer: str = "means"
+    """``means``: the answer is the front of the candidates' means (the thesis'); ``observed``: every candidate on
+    the observed front, each with its fresh seeds' mean and standard error (re-measured, not re-selected, so the answer
+    keeps the configurations the search found: :data:`~fairnas.search.final.ANSWERS`)."""
     section = "final"
 
     @classmethod
@@ -53,6 +59,7 @@ class FinalSettings(Section):
         return cls(
             top_k=integer("final.top_k", values["top_k"], minimum=1),
             seeds=integer("final.seeds", values["seeds"], minimum=0),
+            answer=check_choice("final.answer", values["answer"], ANSWERS),
         )
 
 
