@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 from fairnas import reporting
 from fairnas.search.trial import TrialsCrashAlike
 from fairnas.tasks.cli import run_cli
-from tests.layouts import write_celeba
+from tests.layouts import write_celeba, write_generic
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -126,6 +126,33 @@ CASES = [
         r"error: hyperparameter 'op0' has type 'gaussian'; allowed: \['categorical'",
     ),
     ("compare", ["+models.empty=[]"], r"error: models: \['empty'\] have no overrides"),
+    # A disparity over one group is undefined, not 0: refused by every command before it trains or audits.
+    (
+        "train",
+        ["data=generic", "data.root={files}/generic", "data.group_order=[g0]"],
+        r"error: data.group_order=\['g0'\] names fewer than two of the groups \['g0', 'g1'\] in column 'group'; a "
+        r"disparity needs two groups or more$",
+    ),
+    (
+        "train",
+        ["data=generic", "data.root={files}/one_group"],
+        r"error: data: column 'group' holds only \['g0'\]; a disparity needs two groups or more$",
+    ),
+    (
+        "compare",
+        ["train_overrides=['data=generic','data.root={files}/generic','data.group_order=[g0]']"],
+        r"error: data.group_order=\['g0'\] names fewer than two of the groups",
+    ),
+    (
+        "study",
+        ["data=generic", "data.root={files}/generic", "data.group_order=[g0]"],
+        r"error: data.group_order=\['g0'\] names fewer than two of the groups",
+    ),
+    (
+        "audit",
+        ["ckpt={trained_run}", "data=generic", "data.root={files}/generic", "data.group_order=[g0]"],
+        r"error: data.group_order=\['g0'\] names fewer than two of the groups",
+    ),
     # Checkpoint settings beyond one bad file each (BAD_CHECKPOINTS): a run's own last.ckpt with resume=auto, a
     # SensitiveNets run resuming from a missing file (read before its baseline would train), lists.
     (
@@ -248,6 +275,10 @@ def bad_files(tmp_path_factory):
         (root / name / "metadata.csv").write_text("\n".join(["path,identity,split,group", *rows]) + "\n")
     write_celeba(root / "celeba_unreadable")
     (root / "celeba_unreadable" / "img_align_celeba" / "000001.jpg").write_bytes(b"not a jpeg")
+    write_generic(root / "generic")  # groups g0 and g1
+    write_generic(root / "one_group")
+    metadata = root / "one_group" / "metadata.csv"
+    metadata.write_text(metadata.read_text().replace(",g1\n", ",g0\n"))
     (root / "syntax_error.yaml").write_text("hyperparameters:\n  op0: {type: categorical, choices: [0, 1\n")
     (root / "unknown_type.yaml").write_text("hyperparameters:\n  op0: {type: gaussian, key: backbone.ops.0}\n")
     return root
