@@ -4,9 +4,11 @@ top-level scripts and console scripts call; one real subprocess shows a script i
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import logging
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -152,6 +154,25 @@ CASES = [
         "audit",
         ["ckpt={trained_run}", "data=generic", "data.root={files}/generic", "data.group_order=[g0]"],
         r"error: data.group_order=\['g0'\] names fewer than two of the groups",
+    ),
+    # The precision the accelerator runs, checked before anything is written (Lightning would train 16-mixed in bf16
+    # on the CPU while config.yaml said 16-mixed).
+    (
+        "train",
+        ["trainer.precision=banana"],
+        r"error: trainer.precision='banana' must be one of \['32-true', 'bf16-mixed', '16-mixed', .*\] \(or an alias: "
+        r"32, 16, 64, bf16\)$",
+    ),
+    (
+        "train",
+        ["trainer.accelerator=cpu", "trainer.precision=16-mixed"],
+        r"error: trainer.precision='16-mixed' must be one of \['32-true', 'bf16-mixed', 'bf16-true', '16-true', "
+        r"'64-true'\] on the CPU \(trainer.accelerator=cpu\): Lightning would train 16-mixed in bf16-mixed there$",
+    ),
+    (
+        "train",
+        ["trainer.accelerator=cpu", "trainer.devices=banana"],
+        r"error: trainer: `devices` selected with `CPUAccelerator` should be an int > 0\.$",
     ),
     # Checkpoint settings beyond one bad file each (BAD_CHECKPOINTS): a run's own last.ckpt with resume=auto, a
     # SensitiveNets run resuming from a missing file (read before its baseline would train), lists.
@@ -375,6 +396,39 @@ def error_lines(command: str, overrides: list[str], tmp_path: Path, monkeypatch,
     with pytest.raises(SystemExit) as exit_info:
         main()
     return exit_info.value.code, capsys.readouterr().err.strip().splitlines()
+
+
+def folder_state(folder: Path) -> dict[str, str | None]:
+    """Every file and folder under ``folder`` by its relative path: a file's SHA-256, None for a folder."""
+    return {
+        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+        for path in sorted(folder.rglob("*"))
+    }
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["trainer.precision=banana"],
+        ["trainer.accelerator=cpu", "trainer.precision=16-mixed"],
+        ["trainer.accelerator=cpu", "trainer.devices=banana"],
+        ["data=generic", "data.root={files}/generic", "data.group_order=[g0]"],
+    ],
+    ids=lambda overrides: " ".join(overrides),
+)
+def test_a_refused_run_leaves_the_run_folder_as_it_was(
+    overrides, trained_run, bad_files, tmp_path, monkeypatch, capsys
+):
+    """Nothing is written into a run folder before the run's settings are accepted: a finished run's folder (a copy
+    of one) given to a refused run is byte-identical afterwards, and Hydra's own folder is gone."""
+    folder = tmp_path / "finished"
+    shutil.copytree(trained_run, folder)
+    before = folder_state(folder)
+    given = [override.format(files=bad_files) for override in overrides]
+    code, lines = error_lines("train", [*given, f"output_dir={folder}", "logger=none"], tmp_path, monkeypatch, capsys)
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in lines[0], lines
+    assert folder_state(folder) == before
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the error is for machines without a GPU")
