@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import logging
+import os
 import re
 import shutil
 import subprocess
@@ -16,11 +17,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 from fairnas import reporting
 from fairnas.search.trial import TrialsCrashAlike
-from fairnas.tasks.cli import run_cli
+from fairnas.tasks.cli import FULL_ERROR, run_cli
 from tests.layouts import write_celeba, write_generic
 
 REPO = Path(__file__).resolve().parents[1]
@@ -173,6 +175,25 @@ CASES = [
         "train",
         ["trainer.accelerator=cpu", "trainer.devices=banana"],
         r"error: trainer: `devices` selected with `CPUAccelerator` should be an int > 0\.$",
+    ),
+    # A command line Hydra cannot compose: one line, the key meant named where there is one.
+    ("study", ["study.alpha=0"], r"error: study.alpha is not a setting; did you mean study.claims.alpha\?$"),
+    (
+        "train",
+        ["trainer.max_epoch=1"],
+        r"error: trainer.max_epoch is not a setting; did you mean trainer.max_epochs\?$",
+    ),
+    ("train", ["trainer.nosuch=1"], r"error: trainer.nosuch is not a setting; to add it, prefix the override with \+"),
+    ("train", ["backbone=nosuch"], r"error: In 'train': Could not find 'backbone/nosuch' Available options in 'backbo"),
+    (
+        "study",
+        ["study.default_model.overrides=['trainer.max_epoch=1']"],
+        r"error: study.default_model.overrides: trainer.max_epoch is not a setting; did you mean trainer.max_epochs\?$",
+    ),
+    (
+        "compare",
+        ["train_overrides=['trainer.max_epoch=1']"],
+        r"error: compare: trainer.max_epoch is not a setting; did you mean trainer.max_epochs\? \(in the overrides",
     ),
     # Checkpoint settings beyond one bad file each (BAD_CHECKPOINTS): a run's own last.ckpt with resume=auto, a
     # SensitiveNets run resuming from a missing file (read before its baseline would train), lists.
@@ -349,6 +370,7 @@ def test_bad_input_exits_2_with_one_line(
     }
     capsys.readouterr()  # what making the fixtures printed is not the command's output
     monkeypatch.chdir(tmp_path)  # a path relative to the working folder lands here
+    monkeypatch.delenv(FULL_ERROR, raising=False)
     main = importlib.import_module(f"fairnas.tasks.{command}").main
     loggers = [] if any(o.startswith("logger=") for o in overrides) else [f"logger=[{','.join(LOGGER_FOLDERS)}]"]
     monkeypatch.setattr(
@@ -367,12 +389,20 @@ def test_bad_input_exits_2_with_one_line(
     assert exit_info.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and re.match(message, lines[0]), lines
+    assert FULL_ERROR not in os.environ  # set only while Hydra composes the command line
     if "cannot read image" in message:
         assert not list((tmp_path / "run").glob("**/*.ckpt")) and not (tmp_path / "run" / "metrics.json").exists()
     else:
         assert not (tmp_path / "run").exists(), sorted(p.name for p in (tmp_path / "run").iterdir())
     logs = [path for root in (tmp_path, *files.values()) for name in LOGGER_FOLDERS for path in root.rglob(name)]
     assert not logs, logs
+
+
+def test_hydra_full_error_set_by_the_user_gets_hydras_own_error(tmp_path, monkeypatch):
+    monkeypatch.setenv(FULL_ERROR, "1")
+    monkeypatch.setattr(sys, "argv", ["study", "study.alpha=0", f"hydra.run.dir={tmp_path / 'run'}"])
+    with pytest.raises(ConfigCompositionException, match="Could not override 'study.alpha'"):
+        importlib.import_module("fairnas.tasks.study").main()
 
 
 def test_top_level_script_runs_the_command(tmp_path):

@@ -37,7 +37,7 @@ import pandas as pd
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
-from fairnas.config import compose_config, resolve_space_path
+from fairnas.config import compose_config, composition_error, resolve_space_path
 from fairnas.io import write_text_atomic
 from fairnas.metrics import IDENTIFICATION_METRICS
 from fairnas.mitigations.grid import BASELINE, Mitigation, choice, grid, path_name
@@ -239,7 +239,7 @@ def _compose(cfg: DictConfig, model_overrides: Sequence[str], mitigation: str) -
         return compose_config("train", overrides, output_dir=".")
     except HydraException as error:
         raise ValueError(
-            f"compare: {str(error).splitlines()[0]} (in the overrides of mitigation "
+            f"compare: {composition_error(error, 'train', overrides)} (in the overrides of mitigation "
             f"{mitigation!r} with {list(model_overrides)})"
         ) from None
 
