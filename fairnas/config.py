@@ -7,12 +7,15 @@ from any directory.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import difflib
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
-from omegaconf import DictConfig, open_dict
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import ConfigKeyError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -45,6 +48,61 @@ def compose_config(
         with open_dict(cfg):
             cfg.output_dir = str(output_dir)
     return cfg
+
+
+def composition_error(error: HydraException, config_name: str, overrides: Sequence[str]) -> str:
+    """One line for a config Hydra cannot compose from ``overrides``. An override of a key that does not exist names
+    the keys it may have meant (:func:`similar_keys`), e.g. ``study.alpha is not a setting; did you mean
+    study.claims.alpha?``; any other error is Hydra's message on one line."""
+    cause = error.__cause__
+    if not (isinstance(cause, ConfigKeyError | AttributeError) and "not in struct" in str(cause)):
+        text = str(error).split("\nConfig search path:")[0]  # (a missing option: Hydra's search path follows)
+        return " ".join(line.strip() for line in text.splitlines() if line.strip())
+    key = str(getattr(cause, "full_key", ""))
+    others = [item for item in overrides if item.lstrip("+~").split("=", 1)[0] != key]
+    meant = similar_keys(key, _composed_or_none(config_name, others) or _composed_or_none(config_name, []))
+    if meant:
+        return f"{key} is not a setting; did you mean {' or '.join(meant)}?"
+    return f"{key} is not a setting; to add it, prefix the override with + (+{key}=...)"
+
+
+def similar_keys(key: str, cfg: DictConfig | None) -> list[str]:
+    """The keys of ``cfg`` that ``key`` may mean: those with the same last name nearest to it (most leading names
+    shared), else the closest spellings."""
+    if cfg is None:
+        return []
+    keys = list(_dotted_keys(OmegaConf.to_container(cfg, resolve=False)))
+    parts = key.split(".")
+    same_name = [candidate for candidate in keys if candidate.split(".")[-1] == parts[-1]]
+    if not same_name:
+        return difflib.get_close_matches(key, keys, n=3, cutoff=0.85)
+    shared = {candidate: _shared_prefix(candidate.split("."), parts) for candidate in same_name}
+    return [candidate for candidate in same_name if shared[candidate] == max(shared.values())]
+
+
+def _composed_or_none(config_name: str, overrides: Sequence[str]) -> DictConfig | None:
+    try:
+        return compose_config(config_name, overrides)
+    except HydraException:
+        return None
+
+
+def _dotted_keys(node: object, prefix: str = "") -> Iterator[str]:
+    """Every key of a nested mapping as a dotted path (lists are values, not descended into)."""
+    if isinstance(node, Mapping):
+        for name, value in node.items():
+            path = f"{prefix}{name}"
+            yield path
+            yield from _dotted_keys(value, f"{path}.")
+
+
+def _shared_prefix(a: list[str], b: list[str]) -> int:
+    shared = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        shared += 1
+    return shared
 
 
 def resolve_space_path(space: str | Path) -> Path:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import logging
+import os
 import re
 import shutil
 import subprocess
@@ -17,12 +18,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 from fairnas import reporting
 from fairnas.search.trial import TrialsCrashAlike
-from fairnas.tasks.cli import run_cli
-from tests.layouts import write_celeba
+from fairnas.tasks.cli import FULL_ERROR, run_cli
+from tests.layouts import write_celeba, write_generic
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -141,6 +143,71 @@ CASES = [
         r"error: hyperparameter 'op0' has type 'gaussian'; allowed: \['categorical'",
     ),
     ("compare", ["+models.empty=[]"], r"error: models: \['empty'\] have no overrides"),
+    # A disparity over one group is undefined, not 0: refused by every command before it trains or audits.
+    (
+        "train",
+        ["data=generic", "data.root={files}/generic", "data.group_order=[g0]"],
+        r"error: data.group_order=\['g0'\] names fewer than two of the groups \['g0', 'g1'\] in column 'group'; a "
+        r"disparity needs two groups or more$",
+    ),
+    (
+        "train",
+        ["data=generic", "data.root={files}/one_group"],
+        r"error: data: column 'group' holds only \['g0'\]; a disparity needs two groups or more$",
+    ),
+    (
+        "compare",
+        ["train_overrides=['data=generic','data.root={files}/generic','data.group_order=[g0]']"],
+        r"error: data.group_order=\['g0'\] names fewer than two of the groups",
+    ),
+    (
+        "study",
+        ["data=generic", "data.root={files}/generic", "data.group_order=[g0]"],
+        r"error: data.group_order=\['g0'\] names fewer than two of the groups",
+    ),
+    (
+        "audit",
+        ["ckpt={trained_run}", "data=generic", "data.root={files}/generic", "data.group_order=[g0]"],
+        r"error: data.group_order=\['g0'\] names fewer than two of the groups",
+    ),
+    # The precision the accelerator runs, checked before anything is written (Lightning would train 16-mixed in bf16
+    # on the CPU while config.yaml said 16-mixed).
+    (
+        "train",
+        ["trainer.precision=banana"],
+        r"error: trainer.precision='banana' must be one of \['32-true', 'bf16-mixed', '16-mixed', .*\] \(or an alias: "
+        r"32, 16, 64, bf16\)$",
+    ),
+    (
+        "train",
+        ["trainer.accelerator=cpu", "trainer.precision=16-mixed"],
+        r"error: trainer.precision='16-mixed' must be one of \['32-true', 'bf16-mixed', 'bf16-true', '16-true', "
+        r"'64-true'\] on the CPU \(trainer.accelerator=cpu\): Lightning would train 16-mixed in bf16-mixed there$",
+    ),
+    (
+        "train",
+        ["trainer.accelerator=cpu", "trainer.devices=banana"],
+        r"error: trainer: `devices` selected with `CPUAccelerator` should be an int > 0\.$",
+    ),
+    # A command line Hydra cannot compose: one line, the key meant named where there is one.
+    ("study", ["study.alpha=0"], r"error: study.alpha is not a setting; did you mean study.claims.alpha\?$"),
+    (
+        "train",
+        ["trainer.max_epoch=1"],
+        r"error: trainer.max_epoch is not a setting; did you mean trainer.max_epochs\?$",
+    ),
+    ("train", ["trainer.nosuch=1"], r"error: trainer.nosuch is not a setting; to add it, prefix the override with \+"),
+    ("train", ["backbone=nosuch"], r"error: In 'train': Could not find 'backbone/nosuch' Available options in 'backbo"),
+    (
+        "study",
+        ["study.default_model.overrides=['trainer.max_epoch=1']"],
+        r"error: study.default_model.overrides: trainer.max_epoch is not a setting; did you mean trainer.max_epochs\?$",
+    ),
+    (
+        "compare",
+        ["train_overrides=['trainer.max_epoch=1']"],
+        r"error: compare: trainer.max_epoch is not a setting; did you mean trainer.max_epochs\? \(in the overrides",
+    ),
     # Checkpoint settings beyond one bad file each (BAD_CHECKPOINTS): a run's own last.ckpt with resume=auto, a
     # SensitiveNets run resuming from a missing file (read before its baseline would train), lists.
     (
@@ -263,6 +330,10 @@ def bad_files(tmp_path_factory):
         (root / name / "metadata.csv").write_text("\n".join(["path,identity,split,group", *rows]) + "\n")
     write_celeba(root / "celeba_unreadable")
     (root / "celeba_unreadable" / "img_align_celeba" / "000001.jpg").write_bytes(b"not a jpeg")
+    write_generic(root / "generic")  # groups g0 and g1
+    write_generic(root / "one_group")
+    metadata = root / "one_group" / "metadata.csv"
+    metadata.write_text(metadata.read_text().replace(",g1\n", ",g0\n"))
     (root / "syntax_error.yaml").write_text("hyperparameters:\n  op0: {type: categorical, choices: [0, 1\n")
     (root / "unknown_type.yaml").write_text("hyperparameters:\n  op0: {type: gaussian, key: backbone.ops.0}\n")
     return root
@@ -312,6 +383,7 @@ def test_bad_input_exits_2_with_one_line(
     }
     capsys.readouterr()  # what making the fixtures printed is not the command's output
     monkeypatch.chdir(tmp_path)  # a path relative to the working folder lands here
+    monkeypatch.delenv(FULL_ERROR, raising=False)
     main = importlib.import_module(f"fairnas.tasks.{command}").main
     loggers = [] if any(o.startswith("logger=") for o in overrides) else [f"logger=[{','.join(LOGGER_FOLDERS)}]"]
     monkeypatch.setattr(
@@ -330,12 +402,20 @@ def test_bad_input_exits_2_with_one_line(
     assert exit_info.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and re.match(message, lines[0]), lines
+    assert FULL_ERROR not in os.environ  # set only while Hydra composes the command line
     if "cannot read image" in message:
         assert not list((tmp_path / "run").glob("**/*.ckpt")) and not (tmp_path / "run" / "metrics.json").exists()
     else:
         assert not (tmp_path / "run").exists(), sorted(p.name for p in (tmp_path / "run").iterdir())
     logs = [path for root in (tmp_path, *files.values()) for name in LOGGER_FOLDERS for path in root.rglob(name)]
     assert not logs, logs
+
+
+def test_hydra_full_error_set_by_the_user_gets_hydras_own_error(tmp_path, monkeypatch):
+    monkeypatch.setenv(FULL_ERROR, "1")
+    monkeypatch.setattr(sys, "argv", ["study", "study.alpha=0", f"hydra.run.dir={tmp_path / 'run'}"])
+    with pytest.raises(ConfigCompositionException, match="Could not override 'study.alpha'"):
+        importlib.import_module("fairnas.tasks.study").main()
 
 
 def test_top_level_script_runs_the_command(tmp_path):
@@ -359,6 +439,39 @@ def error_lines(command: str, overrides: list[str], tmp_path: Path, monkeypatch,
     with pytest.raises(SystemExit) as exit_info:
         main()
     return exit_info.value.code, capsys.readouterr().err.strip().splitlines()
+
+
+def folder_state(folder: Path) -> dict[str, str | None]:
+    """Every file and folder under ``folder`` by its relative path: a file's SHA-256, None for a folder."""
+    return {
+        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+        for path in sorted(folder.rglob("*"))
+    }
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["trainer.precision=banana"],
+        ["trainer.accelerator=cpu", "trainer.precision=16-mixed"],
+        ["trainer.accelerator=cpu", "trainer.devices=banana"],
+        ["data=generic", "data.root={files}/generic", "data.group_order=[g0]"],
+    ],
+    ids=lambda overrides: " ".join(overrides),
+)
+def test_a_refused_run_leaves_the_run_folder_as_it_was(
+    overrides, trained_run, bad_files, tmp_path, monkeypatch, capsys
+):
+    """Nothing is written into a run folder before the run's settings are accepted: a finished run's folder (a copy
+    of one) given to a refused run is byte-identical afterwards, and Hydra's own folder is gone."""
+    folder = tmp_path / "finished"
+    shutil.copytree(trained_run, folder)
+    before = folder_state(folder)
+    given = [override.format(files=bad_files) for override in overrides]
+    code, lines = error_lines("train", [*given, f"output_dir={folder}", "logger=none"], tmp_path, monkeypatch, capsys)
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in lines[0], lines
+    assert folder_state(folder) == before
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the error is for machines without a GPU")

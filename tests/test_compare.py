@@ -204,10 +204,21 @@ def test_a_failed_run_stops_the_comparison_in_one_line_after_its_wave(tmp_path, 
     from fairnas.tasks.compare import run_comparison
 
     cfg = compare_config(tmp_path, cache_dir, ["none"], seeds=2, logger=None)
-    cfg.train_overrides = [*cfg.train_overrides, "data.table.n_identities=2"]  # too few identities to split
-    message = r"^compare: 2 run\(s\) failed, the first SMAC_301/none/seed0: ValueError: .*n_identities"
+    cfg.train_overrides = [*cfg.train_overrides, "optimizer.lr=0"]  # refused by each run as it starts
+    message = r"^compare: 2 run\(s\) failed, the first SMAC_301/none/seed0: SettingError: optimizer.lr=0 must be a"
     with pytest.raises(ValueError, match=message):
         run_comparison(cfg)
+
+
+def test_data_with_one_group_to_compare_stops_the_comparison_before_any_run(tmp_path, cache_dir):
+    """A disparity over one group is undefined: each model's data is read before the first run trains."""
+    from fairnas.tasks.compare import run_comparison
+
+    cfg = compare_config(tmp_path, cache_dir, ["none"], seeds=1, logger=None)
+    cfg.train_overrides = [*cfg.train_overrides, "data.group_order=[g0]"]
+    with pytest.raises(ValueError, match=r"^data.group_order=\['g0'\] names fewer than two of the groups"):
+        run_comparison(cfg)
+    assert not (tmp_path / "compare" / "runs").exists()
 
 
 def test_compare_refuses_to_reuse_runs_made_with_other_overrides(tmp_path, cache_dir):

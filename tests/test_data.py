@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -111,6 +113,42 @@ def test_group_order_must_name_present_groups(tmp_path):
     with pytest.raises(ValueError, match=r"data.group_order: groups \['c'\]"):
         ready(read_generic(tmp_path), group_order=["a", "c"])
     assert ready(read_generic(tmp_path), group_order=["b", "a"]).group_order == ["b", "a"]
+
+
+def test_groups_left_out_of_group_order_are_named_before_training(tmp_path, caplog):
+    """Their probes count in no per-group metric: the run says so, in one line naming them."""
+    rows = (
+        balanced_rows() + [(f"{split}-c-{k}", split, "c") for split in ("train", "val", "test") for k in range(2)] * 3
+    )
+    write_generic(tmp_path, rows)
+    with caplog.at_level(logging.WARNING, logger="fairnas.data.datamodule"):
+        assert ready(read_generic(tmp_path), group_order=["b", "a"]).group_order == ["b", "a"]
+    assert [record.getMessage() for record in caplog.records] == [
+        "data.group_order=['b', 'a'] leaves out groups ['c'] of column 'group': no per-group metric or disparity has "
+        "them"
+    ]
+    caplog.clear()
+    ready(read_generic(tmp_path), group_order=["a", "b", "c"])
+    assert not caplog.records
+
+
+@pytest.mark.parametrize(
+    ("groups", "group_order", "message"),
+    [
+        (
+            "ab",
+            ["a"],
+            r"^data.group_order=\['a'\] names fewer than two of the groups \['a', 'b'\] in column 'group'; a disparity "
+            r"needs two groups or more$",
+        ),
+        ("a", None, r"^data: column 'group' holds only \['a'\]; a disparity needs two groups or more$"),
+    ],
+)
+def test_fewer_than_two_groups_to_compare_are_refused(groups, group_order, message, tmp_path):
+    """A rank disparity over one group is undefined: refused, not reported as 0."""
+    write_generic(tmp_path, [row for row in balanced_rows() if row[2] in groups])
+    with pytest.raises(ValueError, match=message):
+        ready(read_generic(tmp_path), group_order=group_order)
 
 
 def unbalanced_rows():

@@ -3,6 +3,7 @@ through its ``data=`` option into a data module, and one epoch of training on a 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import pickle
 import shutil
@@ -250,6 +251,14 @@ def test_rfw_benchmark_pairs_per_race(tmp_path, caplog):
         "data/African/m.0af1/m.0af1_0002.jpg",
         False,
     )
+
+
+def test_a_benchmark_whose_attribute_holds_one_group_is_refused_before_embedding(tmp_path):
+    """Its identification disparities would be over one group: undefined, not 0."""
+    write_rfw(tmp_path)
+    benchmark = read_rfw_benchmark(tmp_path)
+    with pytest.raises(ValueError, match=r"^rfw: column 'race' holds only \['Asian'\]; a disparity needs two groups$"):
+        dataclasses.replace(benchmark, images=benchmark.images.assign(race="Asian"))
 
 
 def test_folders_with_attribute_csv(tmp_path, caplog):

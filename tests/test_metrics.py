@@ -274,9 +274,10 @@ def test_group_disparities_zero_denominator_rules(order):
     assert result["rank_ratio"] == (0.0 if order == ["a", "b"] else math.inf)
 
 
-def test_group_disparities_single_group_is_zero():
-    result = group_disparities({"a": {"rank": 3.0, "accuracy": 0.5, "error": 0.5}}, ["a"])
-    assert result == {"rank_disparity": 0.0, "disparity": 0.0, "ratio": 0.0, "rank_ratio": 0.0, "error_ratio": 0.0}
+def test_a_disparity_over_one_group_is_refused_not_zero():
+    """Over one group there is nothing to compare: a disparity of 0 would read as a fair model."""
+    with pytest.raises(ValueError, match=r"a disparity needs at least two groups, not 1: \['a'\]"):
+        group_disparities({"a": {"rank": 3.0, "accuracy": 0.5, "error": 0.5}}, ["a"])
 
 
 @pytest.mark.parametrize(
@@ -284,7 +285,11 @@ def test_group_disparities_single_group_is_zero():
     [
         ({"a": {"rank": 0.0, "accuracy": 1.0, "error": 0.0}}, [], "at least one group"),
         ({"a": {"rank": 0.0, "accuracy": 1.0, "error": 0.0}}, ["a", "z"], "group 'z' in group_order is missing"),
-        ({"a": {"rank": 0.0, "accuracy": 1.0}}, ["a"], r"lacks \['error'\]"),
+        (
+            {"a": {"rank": 0.0, "accuracy": 1.0}, "b": {"rank": 0.0, "accuracy": 1.0, "error": 0.0}},
+            ["a", "b"],
+            r"lacks \['error'\]",
+        ),
         ({"a": {"rank": 0.0, "accuracy": 1.0, "error": 0.0}}, ["a", "a"], "duplicate"),
     ],
 )
@@ -303,6 +308,8 @@ def test_group_disparities_errors(per_group, order, message):
         ({"groups": ["m", "m", "f", "f", "z", "z"]}, "group 'z' has no probes"),
         ({"group_order": ["m", "x"]}, "group 'x' in group_order is not among the group labels"),
         ({"group_order": []}, "at least one group"),
+        ({"group_order": ["m"]}, r"a disparity needs at least two groups, not 1: \['m'\]"),
+        ({"groups": ["m"] * 6}, r"a disparity needs at least two groups, not 1: \['m'\]"),
         ({"rank_by": "distance"}, "rank_by must be one of"),
         ({"block_size": 0}, "block_size=0 must be a positive integer"),
     ],

@@ -142,14 +142,31 @@ class FaceDataModule(pl.LightningDataModule):
             )
 
     def _resolve_group_order(self, group_order: Sequence[str] | None) -> list[str]:
-        present = sorted(self.face_table.frame[self.face_table.attribute].unique())
-        if group_order is None:
-            return present
-        order = [str(g) for g in group_order]
+        """The groups the metrics compare: ``group_order``, or every group of the table (sorted). Each must be in the
+        table and there must be two or more (a disparity over one group is undefined); groups of the table that
+        ``group_order`` leaves out are named in a warning, before training: no per-group metric reports them."""
+        attribute = self.face_table.attribute
+        present = sorted(self.face_table.frame[attribute].unique())
+        order = present if group_order is None else [str(g) for g in group_order]
         unknown = [g for g in order if g not in present]
         if unknown:
+            raise ValueError(f"data.group_order: groups {unknown} not in column '{attribute}'; present: {present}")
+        if len(order) < 2:
+            if group_order is None:
+                raise ValueError(
+                    f"data: column '{attribute}' holds only {present}; a disparity needs two groups or more"
+                )
             raise ValueError(
-                f"data.group_order: groups {unknown} not in column '{self.face_table.attribute}'; present: {present}"
+                f"data.group_order={order} names fewer than two of the groups {present} in column '{attribute}'; a "
+                "disparity needs two groups or more"
+            )
+        left_out = [g for g in present if g not in order]
+        if left_out:
+            log.warning(
+                "data.group_order=%s leaves out groups %s of column '%s': no per-group metric or disparity has them",
+                order,
+                left_out,
+                attribute,
             )
         return order
 

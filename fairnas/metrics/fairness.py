@@ -9,8 +9,8 @@ Table 4.1. With two groups (g0, g1 in the configured order, e.g. male, female as
     rank_ratio     = |1 - R_g0 / R_g1|
     error_ratio    = |1 - E_g0 / E_g1|
 
-With any other number of groups the spread between the extreme groups is used instead:
-max - min for the differences and max / min - 1 for the ratios (zero for a single group).
+With more groups the spread between the extreme groups is used instead: max - min for the differences and
+max / min - 1 for the ratios. Over a single group a disparity is undefined (not 0): it is refused.
 A ratio whose denominator is 0 is 0 when its numerator is 0 too (the groups are equal) and +inf otherwise.
 """
 
@@ -34,8 +34,12 @@ def group_disparities(per_group: Mapping[str, Mapping[str, float]], group_order:
 
     Returns:
         {"rank_disparity", "disparity", "ratio", "rank_ratio", "error_ratio"} -> value (may be +inf).
+
+    Raises:
+        ValueError: ``group_order`` names fewer than two groups (:func:`check_disparity_groups`), or a group or
+            statistic is missing.
     """
-    check_group_order(group_order)
+    check_disparity_groups(group_order)
     for group in group_order:
         if group not in per_group:
             raise ValueError(f"group {group!r} in group_order is missing from per_group (has {sorted(per_group)})")
@@ -68,6 +72,13 @@ def group_names(codes: Sequence[int] | np.ndarray, group_order: Sequence[str]) -
     ranking as gallery images and impostors, but are reported under no group.
     """
     return np.asarray([*group_order, OUTSIDE_GROUP_ORDER], dtype=object)[np.asarray(codes, dtype=np.int64)]
+
+
+def check_disparity_groups(group_order: Sequence[str]) -> None:
+    """A group order to compare: at least two groups (a disparity over one group is undefined), each once."""
+    check_group_order(group_order)
+    if len(group_order) < 2:
+        raise ValueError(f"a disparity needs at least two groups, not {len(group_order)}: {list(group_order)}")
 
 
 def check_group_order(group_order: Sequence[str]) -> None:

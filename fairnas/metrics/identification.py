@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from fairnas.metrics.exact_scores import WIDEST_BAND, ExactScorer, score_dtype
-from fairnas.metrics.fairness import DISPARITY_METRICS, check_group_order, group_disparities
+from fairnas.metrics.fairness import DISPARITY_METRICS, check_disparity_groups, group_disparities
 from fairnas.metrics.genuine_band import Candidates, GenuineBand, IdentityMembers
 from fairnas.validation import Settings
 
@@ -279,11 +279,10 @@ def _identity_codes(
 
 
 def _group_names(present: list[str], group_order: Sequence[Any] | None) -> list[str]:
-    """The metric names (``str(label)``) of the groups to report, validated against the ``present`` names."""
-    if group_order is None:
-        return present
-    names = [str(group) for group in group_order]
-    check_group_order(names)
+    """The metric names (``str(label)``) of the groups to report and compare (at least two), validated against the
+    ``present`` names."""
+    names = present if group_order is None else [str(group) for group in group_order]
+    check_disparity_groups(names)
     for name in names:
         if name not in present:
             raise ValueError(f"group {name!r} in group_order is not among the group labels {present}")

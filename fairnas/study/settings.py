@@ -10,7 +10,7 @@ from typing import Any, cast
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
-from fairnas.config import compose_config, resolve_space_path
+from fairnas.config import compose_config, composition_error, resolve_space_path
 from fairnas.search import load_space
 from fairnas.search.final import fresh_seeds
 from fairnas.training.build import instantiate_partial
@@ -99,5 +99,7 @@ def check_composes(overrides: Sequence[str], what: str) -> None:
     try:
         cfg = compose_config("train", list(overrides), output_dir=".")
         instantiate_partial(cfg.data.table, "data.table")
-    except (HydraException, ValueError) as error:
+    except HydraException as error:
+        raise ValueError(f"{what}: {composition_error(error, 'train', overrides)}") from None
+    except ValueError as error:
         raise ValueError(f"{what}: {str(error).splitlines()[0]}") from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -10,15 +11,16 @@ from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import InstantiationException
+from hydra.errors import HydraException, InstantiationException
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from fairnas.config import CONFIG_DIR
+from fairnas.config import CONFIG_DIR, composition_error
 from fairnas.run_lock import discard_if_unused, release_job_folders
 from fairnas.search.trial import TrialsCrashAlike, is_out_of_space
 from fairnas.tasks.hydra_files import put_back_hydra_files
 
+FULL_ERROR = "HYDRA_FULL_ERROR"  # set: Hydra raises the errors it would report itself
 DATALOADER_WORKER = re.compile(r"Caught \w+ in DataLoader worker process \d+\.$")
 USER_ERRORS = (ValueError, FileNotFoundError, OmegaConfBaseException, TrialsCrashAlike)
 # Building an object from config: an unknown or missing constructor argument is the config's fault too.
@@ -50,10 +52,20 @@ def run_cli(task: Callable[[DictConfig], Any], cfg: DictConfig) -> Any:
 def hydra_command(task: Callable[[DictConfig], Any], config_name: str) -> Callable[[], None]:
     """The console entry point of ``task``: ``@hydra.main`` over the packaged configs, errors via :func:`run_cli`.
     After bad input the run folder is as it was: a new one is removed, an existing one gets Hydra's files back
-    (:mod:`fairnas.tasks.hydra_files`), and its lock is released."""
+    (:mod:`fairnas.tasks.hydra_files`), and its lock is released.
+
+    A command line Hydra cannot compose (an unknown key, a missing option) ends in one line too
+    (:func:`~fairnas.config.composition_error`) and exit status 2, not Hydra's several lines and status 1: Hydra
+    raises such errors while ``HYDRA_FULL_ERROR`` is set, here until the task starts (unless the user set it).
+    """
+    raising = False  # HYDRA_FULL_ERROR is set here, until the task starts
 
     @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name=config_name)
     def main(cfg: DictConfig) -> None:
+        nonlocal raising
+        if raising:  # composed: the task's own errors are reported as before
+            os.environ.pop(FULL_ERROR, None)
+            raising = False
         try:
             run_cli(task, cfg)
         except SystemExit:
@@ -62,7 +74,22 @@ def hydra_command(task: Callable[[DictConfig], Any], config_name: str) -> Callab
             release_job_folders()
             raise
 
-    return main
+    def entry() -> None:
+        nonlocal raising
+        if os.environ.get(FULL_ERROR) is not None:  # the user asked for Hydra's own report
+            main()
+            return
+        os.environ[FULL_ERROR], raising = "1", True
+        try:
+            main()
+        except HydraException as error:  # raised before the task started: composing the command line
+            _fail(composition_error(error, config_name, [arg for arg in sys.argv[1:] if not arg.startswith("-")]))
+        finally:
+            if raising:
+                os.environ.pop(FULL_ERROR, None)
+                raising = False
+
+    return entry
 
 
 def _discard_unused_folders(hydra_config: DictConfig, output_dir: str | None) -> None:

@@ -37,7 +37,7 @@ import pandas as pd
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
-from fairnas.config import compose_config, resolve_space_path
+from fairnas.config import compose_config, composition_error, resolve_space_path
 from fairnas.io import write_text_atomic
 from fairnas.metrics import IDENTIFICATION_METRICS
 from fairnas.mitigations.grid import BASELINE, Mitigation, choice, grid, path_name
@@ -49,7 +49,7 @@ from fairnas.search.final import FINAL_TRIALS_FILE, fresh_seeds
 from fairnas.search.outputs import TRIALS_FILE
 from fairnas.search.parallel import open_pool_for
 from fairnas.tasks.cli import hydra_command
-from fairnas.training.build import model_label
+from fairnas.training.build import build_datamodule, model_label
 from fairnas.training.run import RUN_RECORD, read_checkpoint_settings
 from fairnas.training.run_pool import Job, train_all
 
@@ -67,13 +67,18 @@ def run_comparison(cfg: DictConfig) -> pd.DataFrame:
     log.info("comparing over seeds %s", seeds)
     mitigations = list(cfg.mitigations)
     plan = dict.fromkeys([BASELINE, *mitigations])  # the baseline first, once
-    # Compose every pair before the first run trains: checks all overrides and the checkpoints they name, and reads
-    # each mitigation's column title and the baseline inputs it declares.
-    declared = {}
+    # Compose every pair before the first run trains: checks all overrides and the checkpoints they name, the data
+    # each model reads (its groups, its splits), and reads each mitigation's column title and the baseline inputs it
+    # declares.
+    declared, data_read = {}, set()
     for overrides in models.values():
         for name in plan:
             composed = _compose(cfg, overrides, name)
             read_checkpoint_settings(composed)
+            data = OmegaConf.to_yaml(composed.data)
+            if data not in data_read:
+                data_read.add(data)
+                build_datamodule(composed)
             declared[name] = Mitigation.declared(name, _own_overrides(cfg, name), composed.mitigation)
     titles = {name: mitigation.title for name, mitigation in declared.items()}
 
@@ -234,7 +239,7 @@ def _compose(cfg: DictConfig, model_overrides: Sequence[str], mitigation: str) -
         return compose_config("train", overrides, output_dir=".")
     except HydraException as error:
         raise ValueError(
-            f"compare: {str(error).splitlines()[0]} (in the overrides of mitigation "
+            f"compare: {composition_error(error, 'train', overrides)} (in the overrides of mitigation "
             f"{mitigation!r} with {list(model_overrides)})"
         ) from None
 

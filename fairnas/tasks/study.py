@@ -35,6 +35,7 @@ from fairnas.study.stages import run_stage
 from fairnas.study.summary import Summary, write_summary
 from fairnas.tasks.cli import hydra_command
 from fairnas.tasks.search import FaceSearch, report_search, search_faces
+from fairnas.training.build import build_datamodule
 from fairnas.training.run_pool import Job, train_all
 from fairnas.training.settings import check_training_settings
 
@@ -51,7 +52,9 @@ def run_study(cfg: DictConfig, overrides: Sequence[str] | None = None) -> pd.Dat
     base = [*training_overrides(cfg, overrides), *RUN_SETTINGS]
     check_loggers(cfg)  # the study's own W&B run is opened at its end
     check_study(cfg, base)
-    check_training_settings(compose_config("train", base, output_dir="."))
+    run_config = compose_config("train", base, output_dir=".")
+    check_training_settings(run_config)
+    build_datamodule(run_config)  # the data the runs read: its groups and splits, before the first stage trains
     settings = cfg.study
     with contextlib.ExitStack() as stack:
         pool = functools.cache(lambda: stack.enter_context(open_pool_for(settings)))  # when a run first needs it

@@ -89,17 +89,18 @@ def train(cfg: DictConfig) -> dict:
     for callback in callbacks:
         if isinstance(callback, GroupMeasurement):
             callback.check_validation_interval(cfg.trainer.get("check_val_every_n_epoch", 1))
+    trainer: pl.Trainer = instantiate(  # before anything is written: a bad trainer setting stops here
+        cfg.trainer,
+        precision=supported_precision(cfg.trainer.precision),
+        profiler=trainer_profiler(cfg.trainer.get("profiler")),
+        logger=False,
+        callbacks=callbacks,
+        default_root_dir=str(output_dir),
+        plugins=[AtomicCheckpointIO()],
+    )
     write_text_atomic(output_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     with Report(cfg) as report:
-        trainer: pl.Trainer = instantiate(
-            cfg.trainer,
-            precision=supported_precision(cfg.trainer.precision),
-            profiler=trainer_profiler(cfg.trainer.get("profiler")),
-            logger=report.loggers or False,
-            callbacks=callbacks,
-            default_root_dir=str(output_dir),
-            plugins=[AtomicCheckpointIO()],
-        )
+        trainer.loggers = report.loggers
         trainer.fit(module, datamodule=datamodule, ckpt_path=checkpoint)
         if module.evaluations.get("val", {}).get("epoch") != trainer.current_epoch:
             trainer.validate(module, datamodule=datamodule, verbose=False)

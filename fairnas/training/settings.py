@@ -3,6 +3,8 @@ before data is read, each failure one line naming the key and what is allowed; a
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from omegaconf import DictConfig
 from torch import nn
@@ -11,11 +13,36 @@ from fairnas.reporting import check_loggers
 from fairnas.training.profiler import LIGHTNING_PROFILERS
 from fairnas.validation import Settings
 
+PRECISIONS = (
+    "32-true",
+    "bf16-mixed",
+    "16-mixed",
+    "bf16-true",
+    "16-true",
+    "64-true",
+    "transformer-engine",
+    "transformer-engine-float16",
+)
+"""Lightning's ``Trainer(precision=...)`` values; :data:`PRECISION_ALIASES` are its older names of some."""
+PRECISION_ALIASES = {
+    "32": "32-true",
+    32: "32-true",
+    "16": "16-mixed",
+    16: "16-mixed",
+    "64": "64-true",
+    64: "64-true",
+    "bf16": "bf16-mixed",
+}
+CPU_PRECISIONS = ("32-true", "bf16-mixed", "bf16-true", "16-true", "64-true")
+"""The precisions Lightning trains on the CPU as named (fp16 mixed precision becomes bf16; Transformer Engine needs
+CUDA)."""
+
 
 def check_training_settings(cfg: DictConfig) -> None:
     """Epochs and batch sizes are positive integers; a learning rate is a positive number; ``channels_last`` and
     ``compile`` are booleans; a profiler is null, one Lightning names or a ``_target_`` config; a GPU accelerator
-    needs a GPU; every logger's package is installed."""
+    needs a GPU; the precision is one the accelerator runs (:func:`check_precision`); every logger's package is
+    installed."""
     settings = Settings()
     settings.integer("trainer.max_epochs", cfg.trainer.get("max_epochs"), minimum=1)
     settings.integer("data.batch_size", cfg.data.get("batch_size"), minimum=1)
@@ -32,7 +59,24 @@ def check_training_settings(cfg: DictConfig) -> None:
             f"trainer.accelerator={accelerator} (trainer=gpu, trainer=ddp) needs a CUDA GPU and none is "
             "visible; use trainer=cpu, or trainer.accelerator=cpu to run DDP processes on the CPU"
         )
+    check_precision(cfg.trainer.get("precision"), accelerator)
     check_loggers(cfg)
+
+
+def check_precision(precision: Any, accelerator: str | None) -> None:
+    """``trainer.precision`` is one of Lightning's (null: its default, 32-true), and one the accelerator runs as
+    named: on the CPU Lightning would train fp16 mixed precision (``16-mixed``) in bf16 after a warning."""
+    name = PRECISION_ALIASES.get(precision, precision) if isinstance(precision, str | int) else precision
+    if precision is not None and name not in PRECISIONS:
+        Settings().fail("trainer.precision", precision, f"one of {list(PRECISIONS)} (or an alias: 32, 16, 64, bf16)")
+    on_cpu = accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())
+    if on_cpu and name == "16-mixed":
+        where = "trainer.accelerator=cpu" if accelerator == "cpu" else "trainer.accelerator=auto, no GPU visible"
+        Settings().fail(
+            "trainer.precision",
+            precision,
+            f"one of {list(CPU_PRECISIONS)} on the CPU ({where}): Lightning would train 16-mixed in bf16-mixed there",
+        )
 
 
 def supported_precision(precision: str) -> str:

@@ -61,6 +61,11 @@ class VerificationBenchmark:
         for group, pairs in self.pairs.groupby("group"):
             if pairs["same"].all() or not pairs["same"].any():
                 raise ValueError(f"{self.name}: group {group!r} needs both matched and mismatched pairs")
+        if self.attribute is not None and self.images[self.attribute].nunique() < 2:
+            groups = sorted(self.images[self.attribute].unique())
+            raise ValueError(
+                f"{self.name}: column '{self.attribute}' holds only {groups}; a disparity needs two groups"
+            )
 
 
 def parse_pairs_file(path: Path, n_folds: int = DEFAULT_FOLDS) -> pd.DataFrame:
