@@ -342,3 +342,5 @@ def test_a_final_stage_answering_with_the_observed_front_is_judged_on_every_memb
     assert set(returned.index) == set(observed["config_id"]) & set(final["config_id"])  # re-measured, none dropped
     means = run_method(problem, "default", seed=0, total_budget=120, run_dir=tmp_path / "means")
     assert len(answer(means, problem.objectives, problem.max_budget)) <= len(returned)
+    runs = benchmark(problem, methods=["default_observed"], seeds=[0], total_budget=120, work_dir=tmp_path / "runs")
+    assert set(answer(runs, problem.objectives, problem.max_budget).index) == set(returned.index)

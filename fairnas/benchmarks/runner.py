@@ -240,6 +240,7 @@ def benchmark(
                         "config": trials["config"].to_numpy() if "config" in trials else "",
                         "budget": trials["budget"].to_numpy(dtype=float),
                         "status": trials["status"].to_numpy(),
+                        "in_answer": _in_answer(trials),
                         **{name: trials[name].to_numpy(dtype=float) for name in problem.objectives},
                         "cost": trials["cost"].to_numpy(),
                         "consumed_budget": consumed,
@@ -251,3 +252,10 @@ def benchmark(
                 )
             )
     return pd.concat(runs, ignore_index=True)
+
+
+def _in_answer(trials: pd.DataFrame) -> np.ndarray:
+    """Whether each row is a final-stage run of a configuration in the stage's answer (False without a stage)."""
+    if "in_answer" not in trials:
+        return np.zeros(len(trials), dtype=bool)
+    return trials["in_answer"].fillna(False).astype(bool).to_numpy()
