@@ -1,5 +1,5 @@
 """A surrogate benchmark, built the way NAS-Bench-301 and HW-GPT-Bench are: models fitted to a table of trained runs
-(:mod:`fairnas.benchmarks.tabular`, e.g. a space-filling design over the paper's whole space) that answer for any
+(``bench/comparison/table_builder.py``, e.g. a space-filling design over the paper's whole space) that answer for any
 configuration of the table's space, trained or not.
 
 What it models are the table's *channels* (:mod:`fairnas.benchmarks.surrogate_metrics`): the error, the signed gap
