@@ -60,8 +60,9 @@ from fairnas.search.pareto import non_dominated_mask
 
 VERSION = 2
 """The surrogate model's version, which results cite with the table's hash (docs/search_benchmark.md): 1 modelled
-each objective as itself with independent seeds (until issue 74); 2 models the groups' channels, the shared seed
-effect and the noise by error level, and each configuration's seconds."""
+each objective as itself with independent seeds; 2 models the groups' channels, the shared seed effect and the noise
+by error level, and each configuration's seconds (docs/search_benchmark.md, "Version 2: runs that look like real
+runs")."""
 
 Regressor = Any
 """A scikit-learn regressor: ``fit(X, y)`` and ``predict(X)``."""
