@@ -1,5 +1,5 @@
 """Would a model's estimate choose a better answer than the observed values, from the same trials?
-(``fairnas.benchmarks.answer_selection``.) Reads the runs that ``bench/search_efficiency.py --work-dir`` kept
+(``bench.comparison.answer_estimates``.) Reads the runs that ``bench/search_efficiency.py --work-dir`` kept
 (``<work dir>/[budget<N>/]<problem>/<method>/seed<s>/consumed.csv``), judges each run's answer by every estimator at
 the problem's truth, and prints each estimator's true share less the observed answer's, paired by run::
 
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.comparison.answer_estimates import ESTIMATORS, estimated_answer
 from fairnas.benchmarks.answer_quality import evaluated, quality
-from fairnas.benchmarks.answer_selection import ESTIMATORS, estimated_answer
 from fairnas.benchmarks.problems import PROBLEMS, Problem
 from fairnas.io import write_csv_atomic
 

@@ -1,4 +1,4 @@
-"""The plain BoTorch loop outside fairnas (``fairnas.benchmarks.botorch_reference``) on BoTorch's test problems:
+"""The plain BoTorch loop outside fairnas (``bench.comparison.reference_loop``) on BoTorch's test problems:
 the share of ``max_hv`` each run reaches and its time per suggestion, the reference ``search.strategy=botorch`` is
 measured against.
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.comparison.reference_loop import VARIANTS, run_reference, rungs_of
 from fairnas.benchmarks.botorch_problems import FIDELITY_MAPPINGS, PROBLEMS, MomfTarget
-from fairnas.benchmarks.botorch_reference import VARIANTS, run_reference, rungs_of
 from fairnas.search.hypervolume import hypervolume_curve
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from fairnas.benchmarks.cli import parse_shard
+from bench.comparison.command_line import parse_shard
 from fairnas.config import compose_config
 from fairnas.io import write_csv_atomic, write_json_atomic
 from fairnas.training.run import train

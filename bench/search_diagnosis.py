@@ -49,8 +49,8 @@ import pandas as pd
 from scipy import stats
 from sklearn.ensemble import RandomForestRegressor
 
+from bench.comparison.methods import METHODS
 from fairnas.benchmarks.answer_quality import answer, evaluated
-from fairnas.benchmarks.methods import METHODS
 from fairnas.benchmarks.problems import surrogate_problem
 from fairnas.benchmarks.surrogate import Encoding
 from fairnas.groups import mean_se
@@ -547,7 +547,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--runs-output", type=Path, help="per-run CSV")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    from fairnas.benchmarks.design import sobol_design  # imports the table builder (Lightning); only needed here
+    from fairnas.benchmarks.design import sobol_design  # scipy's quasi-random sequences; only needed here
 
     problem = surrogate_problem()
     surrogate = problem.truth.surrogate  # type: ignore[union-attr]

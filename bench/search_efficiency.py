@@ -1,14 +1,14 @@
 """Search efficiency: hypervolume at equal consumed compute for every search strategy, side by side.
 
-The methods are :mod:`fairnas.benchmarks.methods`', the problems :mod:`fairnas.benchmarks.problems`' and, trained
+The methods are :mod:`bench.comparison.methods`', the problems :mod:`fairnas.benchmarks.problems`' and, trained
 live, ``faces``: ``TrainingTarget`` on the paper's DPN space (searchspaces/dpn_paper.yaml) with the small
 synthetic-face set of ``experiment=smoke`` on the CPU, budgets 1 to 4 epochs with eta = 2, objectives validation
 error and rank disparity; reference point (1, 1): error 1 is chance, a rank disparity of one identity is the worst
-the front is credited for. Every run stops at one consumed-compute budget (:mod:`fairnas.benchmarks.runner`): on
+the front is credited for. Every run stops at one consumed-compute budget (:mod:`bench.comparison.runner`): on
 ``faces`` the epochs each call trained are read from its trial record (``EpochsTrained``; a trial that crashes
 mid-training records none and costs 0), on the other problems nothing trains and the same rule is applied to the
 calls. The table reports per method the hypervolume at the budget and the budget to reach random search
-(:mod:`fairnas.benchmarks.summary`); on a noisy table or a surrogate also the true quality of the answers
+(:mod:`bench.comparison.method_summary`); on a noisy table or a surrogate also the true quality of the answers
 (:mod:`fairnas.benchmarks.answer_quality`) and the gap they close against random search. ``--figure`` draws the
 hypervolume (as a share of the maximum where known) against consumed epochs, mean ± standard error over seeds, one
 panel per problem.
@@ -32,14 +32,14 @@ from typing import Any
 import pandas as pd
 import torch
 
+from bench.comparison.command_line import parse_shard, quiet_training_logs
+from bench.comparison.figure import efficiency_figure
+from bench.comparison.method_summary import answer_quality, format_quality, format_table, run_volumes, summarize
+from bench.comparison.methods import DEFAULT_METHODS, METHODS
+from bench.comparison.runner import FINAL, benchmark
 from fairnas.benchmarks import problems as blackboxes
-from fairnas.benchmarks.cli import parse_shard, quiet_training_logs
 from fairnas.benchmarks.compute_meter import CostMeter
-from fairnas.benchmarks.figure import efficiency_figure
-from fairnas.benchmarks.methods import DEFAULT_METHODS, METHODS
 from fairnas.benchmarks.problems import Problem
-from fairnas.benchmarks.runner import FINAL, benchmark
-from fairnas.benchmarks.summary import answer_quality, format_quality, format_table, run_volumes, summarize
 from fairnas.benchmarks.tables import names as table_names
 from fairnas.config import SPACES_DIR
 from fairnas.io import write_text_atomic

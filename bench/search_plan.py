@@ -1,4 +1,4 @@
-"""A strategy comparison planned before it runs (:mod:`fairnas.benchmarks.comparison_plan`), in three steps:
+"""A strategy comparison planned before it runs (:mod:`bench.comparison.plan`), in three steps:
 
 1. a pilot on seeds of their own, every method at every budget (``bench/search_efficiency.py --first-seed 0
    --quality-output pilot_quality.csv``);
@@ -8,7 +8,7 @@
    another method), Holm-adjusted per budget, as a CSV, a markdown table and a figure (each method's lead with its
    95 % interval, per budget).
 
-On a real table the score is the held-out true share (``fairnas.benchmarks.comparison_plan.score_of``). A plan
+On a real table the score is the held-out true share (``bench.comparison.plan.score_of``). A plan
 committed on such a table with the flattering ``true_share`` is decided again with ``redecide``: the plan re-sized
 on the held-out score from the same pilot and seeds (``held_out_plan``), its committed runs judged by it, and the
 re-decision recorded in the folder's manifest (``redecided``: the command, the commit, the date, the verdicts that
@@ -40,8 +40,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from scipy import stats
 
-from bench.evidence.results import format_verdicts, read_manifest, source_commit
-from fairnas.benchmarks.comparison_plan import (
+from bench.comparison.methods import METHODS
+from bench.comparison.plan import (
     BASELINE,
     HELD_OUT_SCORE,
     held_out_plan,
@@ -50,7 +50,7 @@ from fairnas.benchmarks.comparison_plan import (
     score_of,
     verdicts,
 )
-from fairnas.benchmarks.methods import METHODS
+from bench.evidence.results import format_verdicts, read_manifest, source_commit
 from fairnas.benchmarks.problems import PROBLEMS
 from fairnas.io import write_json_atomic, write_text_atomic
 

@@ -46,10 +46,10 @@ from smac.random_design.probability_design import ProbabilityRandomDesign
 from smac.runhistory.encoder import RunHistoryLogScaledEncoder
 from smac.runhistory.enumerations import StatusType
 
-from fairnas.benchmarks.cli import quiet_training_logs
+from bench.comparison.command_line import quiet_training_logs
+from bench.comparison.method_summary import hypervolume_at
+from bench.comparison.runner import consumed_curve, run_method
 from fairnas.benchmarks.problems import PROBLEMS, Problem
-from fairnas.benchmarks.runner import consumed_curve, run_method
-from fairnas.benchmarks.summary import hypervolume_at
 from fairnas.io import write_csv_atomic
 
 

@@ -1,5 +1,5 @@
-"""Build a tabular benchmark of the embedded problem, or describe one (``fairnas.benchmarks.tabular`` builds,
-``fairnas.benchmarks.table_report`` describes, ``fairnas.benchmarks.tables`` holds the shipped tables).
+"""Build a tabular benchmark of the embedded problem, or describe one (``bench.comparison.table_builder`` builds,
+``bench.comparison.table_report`` describes, ``fairnas.benchmarks.tables`` holds the shipped tables).
 
     python bench/tabular.py build --name dpn_showcase_noisy --seeds 5    # resumable: finished runs are read back
     python bench/tabular.py summary --name dpn_showcase_noisy            # size, front, spread of the table
@@ -44,14 +44,14 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from fairnas.benchmarks import live_check
-from fairnas.benchmarks.cli import parse_shard
+from bench.comparison import live_check
+from bench.comparison.command_line import parse_shard
+from bench.comparison.table_builder import MAX_BUDGET, SEEDS, SPACE, build
+from bench.comparison.table_report import REALISM_WORLDS, landscape, realism_report, summary, surrogate_validation
 from fairnas.benchmarks.design import anchors, renamed, sobol_design
 from fairnas.benchmarks.problems import table_surrogate
 from fairnas.benchmarks.surrogate import FAMILIES
-from fairnas.benchmarks.table_report import REALISM_WORLDS, landscape, realism_report, summary, surrogate_validation
 from fairnas.benchmarks.tables import TABLES, load_table
-from fairnas.benchmarks.tabular import MAX_BUDGET, SEEDS, SPACE, build
 from fairnas.io import write_csv_atomic
 from fairnas.search import load_space
 from fairnas.training.run import train

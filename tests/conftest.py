@@ -220,9 +220,9 @@ def trained_run(tmp_path_factory, cache_dir):
 
 @pytest.fixture(scope="session")
 def tabular(tmp_path_factory):
-    """``fairnas.benchmarks.tabular`` and a tiny table built with it (6 configurations x 2 seeds x 2 epochs, the
+    """``bench.comparison.table_builder`` and a tiny table built with it (6 configurations x 2 seeds x 2 epochs, the
     space of ``tests/test_bench_tabular.py``), built once for every bench test (and worker)."""
-    from fairnas.benchmarks import tabular as module
+    from bench.comparison import table_builder as module
     from fairnas.training.run import train
     from tests.test_bench_tabular import build_tiny
 

@@ -1,4 +1,4 @@
-"""Choosing a run's answer by a model's estimate (``fairnas.benchmarks.answer_selection``)."""
+"""Choosing a run's answer by a model's estimate (``bench.comparison.answer_estimates``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bench.comparison.answer_estimates import estimated_answer, gp_posterior_mean, shrunk_to_forest
 from fairnas.benchmarks.answer_quality import answer
-from fairnas.benchmarks.answer_selection import estimated_answer, gp_posterior_mean, shrunk_to_forest
 from fairnas.benchmarks.design import sobol_design
 from fairnas.benchmarks.surrogate import Encoding
 from fairnas.config import SPACES_DIR
@@ -91,9 +91,9 @@ def test_bench_answer_selection_judges_every_estimator_of_each_run_at_the_truth(
     answer's true share as the benchmark's own answer quality reports it, the best of what it trained at least as
     good as any answer."""
     from bench import answer_selection
+    from bench.comparison.method_summary import answer_quality
+    from bench.comparison.runner import benchmark
     from fairnas.benchmarks.problems import surrogate_problem
-    from fairnas.benchmarks.runner import benchmark
-    from fairnas.benchmarks.summary import answer_quality
     from tests.test_surrogate import write_table
 
     write_table(tmp_path, n_configs=64)

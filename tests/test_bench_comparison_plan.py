@@ -1,4 +1,4 @@
-"""fairnas.benchmarks.comparison_plan and bench/search_plan.py: a strategy comparison sized from a pilot before it
+"""bench.comparison.plan and bench/search_plan.py: a strategy comparison sized from a pilot before it
 runs, and its verdicts, on generated answer-quality rows (the columns ``bench/search_efficiency.py
 --quality-output`` writes)."""
 
@@ -14,8 +14,8 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from bench import search_plan
+from bench.comparison.plan import detectable_lead, make_plan, planned_seeds, required_seeds, verdicts
 from bench.evidence.results import write_manifest
-from fairnas.benchmarks.comparison_plan import detectable_lead, make_plan, planned_seeds, required_seeds, verdicts
 
 MAX_BUDGET = 4
 PLAN = {

@@ -1,4 +1,4 @@
-"""fairnas.benchmarks.methods: the benchmark method ``default`` is what search.py runs given no strategy settings,
+"""bench.comparison.methods: the benchmark method ``default`` is what search.py runs given no strategy settings,
 read from the composed config, so a verdict on it is a verdict on the shipped default."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
+from bench.comparison import methods
 from fairnas import config
-from fairnas.benchmarks import methods
 from fairnas.search.settings import FinalSettings, SearchSettings
 
 

@@ -9,13 +9,13 @@ import pandas as pd
 import pytest
 
 from bench import search_efficiency, smac_defaults
+from bench.comparison.figure import efficiency_figure, volume_on_grid
+from bench.comparison.method_summary import format_table, hypervolume_at, summarize
+from bench.comparison.methods import DEFAULT_METHODS, METHODS
+from bench.comparison.runner import benchmark, run_method
 from fairnas.benchmarks import compute_meter as meter
 from fairnas.benchmarks.answer_quality import answer
-from fairnas.benchmarks.figure import efficiency_figure, volume_on_grid
-from fairnas.benchmarks.methods import DEFAULT_METHODS, METHODS
 from fairnas.benchmarks.problems import PROBLEMS, analytic_problem, table_problem
-from fairnas.benchmarks.runner import benchmark, run_method
-from fairnas.benchmarks.summary import format_table, hypervolume_at, summarize
 from fairnas.search.pareto import non_dominated_mask
 
 

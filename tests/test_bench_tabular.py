@@ -1,5 +1,5 @@
-"""fairnas.benchmarks.tabular and .tables: a table of every configuration's per-epoch metrics, and searches over
-it."""
+"""bench.comparison.table_builder and fairnas.benchmarks.tables: a table of every configuration's per-epoch metrics,
+and searches over it."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from bench.comparison.method_summary import answer_quality, format_quality, summarize
+from bench.comparison.runner import benchmark
 from fairnas.benchmarks.answer_quality import answer
+from fairnas.benchmarks.design import grid
 from fairnas.benchmarks.problems import table_problem
-from fairnas.benchmarks.runner import benchmark
-from fairnas.benchmarks.summary import answer_quality, format_quality, summarize
 from fairnas.benchmarks.tables import load_table, names
 from fairnas.search import config_id, load_space
 from fairnas.search.settings import FinalSettings
@@ -73,7 +74,7 @@ def counting(trained: list):
 
 def test_the_grid_holds_every_configuration_once_with_its_conditions(tabular):
     module, folder = tabular
-    configs = list(module.grid(load_space(folder / "space.yaml")))
+    configs = list(grid(load_space(folder / "space.yaml")))
     assert len(configs) == 6 and len({config_id(c) for c in configs}) == 6
     assert {tuple(sorted(c)) for c in configs} == {
         ("head", "lr_adamw", "op0", "op1", "op2", "optimizer"),
@@ -192,7 +193,7 @@ def test_top_seeds_train_more_seeds_of_the_best_quarter_by_error_only(tabular, t
     with pytest.raises(ValueError, match=r"--top-seeds extends a built table, and .*other.csv is not built yet"):
         module.top_region(tmp_path, "other", [], 2)
     # a table with a top region keeps it when it is extended again, whatever its new seeds' errors say
-    configs = list(module.grid(load_space(folder / "space.yaml")))
+    configs = list(grid(load_space(folder / "space.yaml")))
     assert {config_id(c) for c in module.top_region(tmp_path, "tiny_top", configs, 3)} == best
 
     def train(cfg):
@@ -251,7 +252,13 @@ def test_the_biased_preset_serves_its_minority_worse_in_every_learning_configura
     """The committed table of ``experiment=showcase`` (``data=synthetic_biased``: g1 a 25 % training minority that
     looks more alike): every configuration that learns errs more, and ranks the true identity lower, on g1 than on
     g0. (On the tiny sets of the default suite models stay near chance and such gaps are seed noise.)"""
-    assert names() == ["dpn_paper_sampled", "dpn_paper_top5", "dpn_showcase", "dpn_showcase_noisy"]  # package data
+    assert names() == [
+        "dpn_paper_sampled",
+        "dpn_paper_top5",
+        "dpn_showcase",
+        "dpn_showcase_noisy",
+        "dpn_showcase_noisy6",
+    ]  # package data
     table, _ = load_table("dpn_showcase")
     final = table[(table["epoch"] == table["epoch"].max()) & (table["val/error"] < 0.9)]
     assert len(final) >= 100

@@ -1,8 +1,10 @@
 """The package's house rules, read statically from every ``import`` in ``fairnas/`` and ``bench/``: the commands live
-in fairnas.tasks and neither a library module nor a benchmark script imports them, the library packages import each
-other without loops, no chain of module-level imports comes back to where it started, and the library knows nothing
-of the repository around it: it imports nothing from ``bench`` (the project's evidence) and holds no path that climbs
-out of the package from ``__file__`` or names a file or folder of the repository."""
+in fairnas.tasks and neither a library module nor a module under ``bench/`` imports them, the library packages
+import each other without loops, no chain of module-level imports comes back to where it started, the library knows
+nothing of the repository around it (it imports nothing from ``bench``, the project's comparisons and evidence, and
+holds no path that climbs out of the package from ``__file__`` or names a file or folder of the repository), and
+``fairnas.benchmarks`` holds only the benchmark API, its comparisons in ``bench/comparison/`` under names of their
+own."""
 
 from __future__ import annotations
 
@@ -76,7 +78,7 @@ def test_no_library_module_and_no_benchmark_script_imports_a_command():
     library = [path for name, path in MODULES.items() if not is_command(name)]
     importers = sorted(
         f"{path.relative_to(REPO)} imports {name}"
-        for path in [*library, *(REPO / "bench").glob("*.py")]
+        for path in [*library, *(REPO / "bench").rglob("*.py")]
         for name in all_imports(path)
         if is_command(name)
     )
@@ -215,3 +217,50 @@ def test_the_library_imports_nothing_from_the_evidence_and_knows_no_repository_p
     }
     assert sorted(set(found) - KNOWS_THE_CHECKOUT) == [], found
     assert sorted(KNOWS_THE_CHECKOUT - set(found)) == [], "an allowed module no longer needs it: remove it"
+
+
+BENCHMARK_API = {
+    "fairnas.benchmarks",
+    "fairnas.benchmarks.analytic",
+    "fairnas.benchmarks.answer_quality",
+    "fairnas.benchmarks.blackbox",
+    "fairnas.benchmarks.botorch_problems",
+    "fairnas.benchmarks.compute_meter",
+    "fairnas.benchmarks.design",
+    "fairnas.benchmarks.problems",
+    "fairnas.benchmarks.surrogate",
+    "fairnas.benchmarks.surrogate_front",
+    "fairnas.benchmarks.surrogate_metrics",
+    "fairnas.benchmarks.surrogate_target",
+    "fairnas.benchmarks.syne_tune_blackbox",
+    "fairnas.benchmarks.table_target",
+    "fairnas.benchmarks.tables",
+}
+"""What ``fairnas.benchmarks`` holds: the benchmark API a user imports (the blackbox, the tables and their query and
+design, the surrogate and its reference front, the problems with their targets and cost meters, the answer's
+scoring). The project's comparisons of the strategies live in ``bench/comparison/``."""
+COMPARISON = ["answer_selection", "botorch_reference", "cli", "comparison_plan", "figure", "live_check", "methods"]
+COMPARISON += ["runner", "summary", "table_report", "tabular"]
+"""The modules that left ``fairnas/benchmarks/`` for ``bench/comparison/`` (some under new names)."""
+
+
+def test_the_benchmark_package_holds_only_the_api_and_the_comparisons_live_in_bench():
+    held = {name for name in MODULES if name == "fairnas.benchmarks" or name.startswith("fairnas.benchmarks.")}
+    assert sorted(held - BENCHMARK_API) == [], "fairnas.benchmarks holds more than the benchmark API"
+    assert sorted(BENCHMARK_API - held) == [], "an API module is gone: update BENCHMARK_API"
+    back = [name for name in COMPARISON if (PACKAGE / "benchmarks" / f"{name}.py").exists()]
+    assert back == [], "a comparison module is back in fairnas/benchmarks/ (its home is bench/comparison/)"
+    assert (REPO / "bench" / "comparison" / "__init__.py").is_file()
+
+
+def test_no_module_of_bench_s_packages_repeats_a_script_s_or_the_library_s_name():
+    """``bench/comparison/`` and ``bench/evidence/`` hold no module named as a ``bench/`` script or a library module
+    (``bench/tabular.py`` runs ``bench/comparison/table_builder.py``, not a second ``tabular``)."""
+    taken = {path.stem for path in (REPO / "bench").glob("*.py")} | {path.stem for path in PACKAGE.rglob("*.py")}
+    repeated = sorted(
+        path.relative_to(REPO).as_posix()
+        for package in ("comparison", "evidence")
+        for path in (REPO / "bench" / package).glob("*.py")
+        if path.stem != "__init__" and path.stem in taken
+    )
+    assert repeated == []

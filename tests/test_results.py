@@ -220,7 +220,7 @@ def test_every_committed_verdict_on_a_real_table_is_decided_on_the_seeds_its_sea
     """A search's answer judged at the mean of the seeds it read flatters it by what it selected on: a verdict on a
     real table is the held-out true share's, recomputed here from the committed runs (the plan as its re-decision
     re-sized it from its pilot), never the all-seed share's."""
-    from fairnas.benchmarks.comparison_plan import HELD_OUT_SCORE, held_out_plan, verdicts
+    from bench.comparison.plan import HELD_OUT_SCORE, held_out_plan, verdicts
 
     plan = json.loads((folder / "plan.json").read_text())
     committed = pd.read_csv(folder / "verdicts.csv")

@@ -14,10 +14,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from bench.comparison.method_summary import answer_quality, format_quality
+from bench.comparison.runner import benchmark
 from fairnas.benchmarks.design import sobol_design
 from fairnas.benchmarks.problems import GOOD_SHARE, REFERENCE_MARGIN, surrogate_problem
-from fairnas.benchmarks.runner import benchmark
-from fairnas.benchmarks.summary import answer_quality, format_quality
 from fairnas.benchmarks.surrogate import (
     FAMILIES,
     Encoding,
@@ -513,7 +513,7 @@ def test_live_check_reads_a_studys_fresh_seed_runs_against_the_surrogate(tables,
 
 
 def test_live_check_names_a_study_folder_without_runs(tables, tmp_path):
-    from fairnas.benchmarks.live_check import live_check
+    from bench.comparison.live_check import live_check
 
     space = load_space(SPACE)
     with pytest.raises(ValueError, match=r"runs.csv does not exist"):
@@ -523,8 +523,8 @@ def test_live_check_names_a_study_folder_without_runs(tables, tmp_path):
 def test_live_check_leaves_out_missing_values_and_leads_the_seeds_cannot_tell(surrogate, tmp_path):
     import functools
 
+    from bench.comparison.live_check import LEAD, live_check, summary
     from fairnas.benchmarks.design import renamed
-    from fairnas.benchmarks.live_check import LEAD, live_check, summary
 
     searched = {"group_alpha": 1.0, "head": "cosface", "lr": 0.003, "op0": 0, "op1": 0, "op2": 0}
     write_study(tmp_path / "study", searched, range(14, 18), np.random.default_rng(2))

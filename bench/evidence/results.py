@@ -146,7 +146,7 @@ STRATEGIES = {
     "nsga2": "NSGA-II",
     "botorch": "BoTorch GP",
 }
-"""The strategy table's rows: method names of ``fairnas.benchmarks.methods`` (``bench/search_efficiency.py
+"""The strategy table's rows: method names of ``bench.comparison.methods`` (``bench/search_efficiency.py
 --methods``) and how the strategy table (docs/search_benchmark.md) calls them."""
 
 
@@ -351,7 +351,7 @@ PLAN_KEYS = ("methods", "baseline", "reference_point", "alpha", "power", "min_le
 def comparison_table(folder: Path) -> str:
     """A planned strategy comparison: per budget and strategy, the lead over the plan's baseline (random
     search unless it names another) in true share with its s.e., Holm p and verdict (``verdicts.csv`` judged by
-    ``plan.json``, :mod:`fairnas.benchmarks.comparison_plan`), and where the plan and the data come from."""
+    ``plan.json``, :mod:`bench.comparison.plan`), and where the plan and the data come from."""
     verdict_rows = read_csv(folder / "verdicts.csv", VERDICT_COLUMNS)
     plan = read_json(folder / "plan.json", PLAN_KEYS + (() if "score" in verdict_rows else ("score",)))
     table = format_verdicts(verdict_rows, plan)

@@ -16,7 +16,7 @@ surrogate benchmark, the surrogate's predicted means: :class:`~fairnas.benchmark
 - ``heldout_*``: the same, with each configuration's true values averaged only over table seeds the search never
   read. The seeds a search read also decided what it returned, so their mean flatters its answer; the held-out mean
   does not. On a real table this is the score every verdict is decided on
-  (:data:`~fairnas.benchmarks.comparison_plan.HELD_OUT_SCORE`); the flattering ``true_share`` only stands beside it.
+  (``HELD_OUT_SCORE`` of ``bench/comparison/plan.py``); the flattering ``true_share`` only stands beside it.
   The seeds that judge are fixed per table and search seed, whatever a search reads: the positions from
   ``Truth.readable`` on of each configuration's order. A search may read the positions before (its trials, the final
   stage's); one that reads more has no held-out value. Judging every method on the same number of seeds matters:

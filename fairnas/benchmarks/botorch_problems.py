@@ -7,7 +7,7 @@ the last input is the fidelity s in [0, 1] (1 the target fidelity). Here every o
 returns the negation of BoTorch's maximised values and the reference point is ``-ref_point``. A budget b in
 [min_budget, max_budget] epochs is the fidelity s = (b - min_budget) / (max_budget - min_budget) (``linear_from_min``,
 the lowest budget at s = 0), or s = b / max_budget (``share_of_max``: budgets 1, 2, 4, 8 of 8 are s = 1/8, 1/4, 1/2,
-1; the protocol the plain BoTorch loop of :mod:`fairnas.benchmarks.botorch_reference` was first measured with). The
+1; the protocol the plain BoTorch loop of ``bench/comparison/reference_loop.py`` was first measured with). The
 other inputs are searched as floats in their bounds. The problems are deterministic: the seed changes only the search.
 
 BoTorch's ``max_hv`` is not exactly the hypervolume of the target-fidelity front: NSGA-II on s = 1 (400 x 300

@@ -1,6 +1,7 @@
-"""Which configurations a benchmark trains when its space is too large for a grid: a space-filling design over the
-whole space (a scrambled Sobol sequence, as surrogate benchmarks such as NAS-Bench-301 sample theirs), plus anchors,
-the configurations of a smaller table expressed in the whole space's names.
+"""Which configurations a benchmark holds: every one of a discrete space (:func:`grid`, a table's) or, for a space
+too large for a grid, a space-filling design over the whole space (a scrambled Sobol sequence, as surrogate
+benchmarks such as NAS-Bench-301 sample theirs), plus anchors, the configurations of a smaller table expressed in the
+whole space's names.
 
 A configuration is the dict a search's trial gets: active hyperparameters only (conditions respected), Python
 scalars, so :func:`fairnas.search.config_id` names it as a search would.
@@ -8,18 +9,52 @@ scalars, so :func:`fairnas.search.config_id` names it as a search would.
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 from ConfigSpace import Configuration, ConfigurationSpace, UniformIntegerHyperparameter
 from scipy.stats import qmc
 
-from fairnas.benchmarks.tabular import grid, is_active
 from fairnas.search import SearchSpace, config_id
 from fairnas.search.trial import native_config
 from fairnas.validation import Settings
+
+
+def grid(space: SearchSpace) -> Iterator[dict[str, Any]]:
+    """Every configuration of a space of categorical / ordinal / constant hyperparameters, conditions respected
+    (an inactive hyperparameter is absent), each once, in a fixed order."""
+    configspace: ConfigurationSpace = space.configspace
+    seen = set()
+    names = list(configspace)
+    choices = [_values(configspace[name]) for name in names]
+    for values in itertools.product(*choices):
+        candidate = dict(zip(names, values, strict=False))
+        active = {name: value for name, value in candidate.items() if is_active(configspace, name, candidate)}
+        key = config_id(active)
+        if key not in seen:
+            seen.add(key)
+            yield native_config(active)
+
+
+def _values(hyperparameter) -> list[Any]:
+    for attribute in ("choices", "sequence"):
+        if hasattr(hyperparameter, attribute):
+            return list(getattr(hyperparameter, attribute))
+    if hasattr(hyperparameter, "value"):
+        return [hyperparameter.value]
+    raise ValueError(f"hyperparameter '{hyperparameter.name}' is not discrete; a table needs a grid")
+
+
+def is_active(configspace: ConfigurationSpace, name: str, values: dict[str, Any]) -> bool:
+    """Whether hyperparameter ``name`` is active given the other ``values`` (every condition up its parents)."""
+    for condition in configspace.parent_conditions_of[name]:
+        parent = condition.parent.name
+        if not is_active(configspace, parent, values) or not condition.satisfied_by_value(values):
+            return False
+    return True
 
 
 def sobol_design(space: SearchSpace, n: int, seed: int = 0) -> list[dict[str, Any]]:

@@ -155,7 +155,7 @@ def surrogate_problem(name: str = SURROGATE_TABLE, tables: Path | None = None) -
     of a :data:`SURROGATE_DESIGN`-point Sobol design over the space (the table's own design is that sequence's first
     256). On ``dpn_paper_sampled`` the climb adds 7.8 % to the design's front, and climbs from other designs stop at
     0.96-0.98 of it; an answer's share of it can still exceed 1."""
-    from fairnas.benchmarks.design import sobol_design  # imports the table builder (Lightning); only needed here
+    from fairnas.benchmarks.design import sobol_design  # scipy's quasi-random sequences; only needed here
     from fairnas.benchmarks.surrogate_front import search_front
 
     folder = tables or TABLES

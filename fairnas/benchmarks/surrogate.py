@@ -1,5 +1,5 @@
 """A surrogate benchmark, built the way NAS-Bench-301 and HW-GPT-Bench are: models fitted to a table of trained runs
-(:mod:`fairnas.benchmarks.tabular`, e.g. a space-filling design over the paper's whole space) that answer for any
+(``bench/comparison/table_builder.py``, e.g. a space-filling design over the paper's whole space) that answer for any
 configuration of the table's space, trained or not.
 
 What it models are the table's *channels* (:mod:`fairnas.benchmarks.surrogate_metrics`): the error, the signed gap
@@ -60,8 +60,9 @@ from fairnas.search.pareto import non_dominated_mask
 
 VERSION = 2
 """The surrogate model's version, which results cite with the table's hash (docs/search_benchmark.md): 1 modelled
-each objective as itself with independent seeds (until issue 74); 2 models the groups' channels, the shared seed
-effect and the noise by error level, and each configuration's seconds."""
+each objective as itself with independent seeds; 2 models the groups' channels, the shared seed effect and the noise
+by error level, and each configuration's seconds (docs/search_benchmark.md, "Version 2: runs that look like real
+runs")."""
 
 Regressor = Any
 """A scikit-learn regressor: ``fit(X, y)`` and ``predict(X)``."""

@@ -3,12 +3,11 @@ answer is scored against (:func:`fairnas.benchmarks.problems.surrogate_problem`)
 
 A sample of the space (the table's configurations and a Sobol design) misses the best configurations of a landscape
 with 6,561 operation, head and optimiser combinations and two continuous hyperparameters: searches reached 1.03-1.04
-of the front of such a sample (issue 74). :func:`search_front` climbs from it: every configuration on the front is
-changed one hyperparameter at a time (each other choice of a categorical one, a grid over a number's range), the
-front of all configurations so far is kept, and the rounds stop when the front's hypervolume stops growing. The
-result is still a lower bound of the landscape's best front (it is a local search), so it is a *reference*, and a
-search's share of it may exceed 1.
-"""
+of the front of such a sample (docs/search_benchmark.md, "Searching the surrogate"). :func:`search_front` climbs
+from it: every configuration on the front is changed one hyperparameter at a time (each other choice of a
+categorical one, a grid over a number's range), the front of all configurations so far is kept, and the rounds stop
+when the front's hypervolume stops growing. The result is still a lower bound of the landscape's best front (it is a
+local search), so it is a *reference*, and a search's share of it may exceed 1."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """What a surrogate (:mod:`fairnas.benchmarks.surrogate`) models of a table's runs, and how each objective follows
-from it, with the exact moments of the objective a simulated run reports (issue 74).
+from it, with the exact moments of the objective a simulated run reports (docs/search_benchmark.md,
+"Version 2: runs that look like real runs").
 
 A table's objectives are not independent numbers: in every run, error is the mean of the two groups' errors,
 accuracy disparity their gap, and rank disparity the absolute gap between the groups' mean ranks (docs/metrics.md).

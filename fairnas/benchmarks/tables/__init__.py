@@ -4,7 +4,7 @@ A table ``<name>.csv`` holds one row per configuration, training seed and epoch:
 ``seed``, ``epoch``, the hyperparameters, then ``<split>/<metric>``. Its spec ``<name>.json`` records the space,
 objectives, maximum budget, seeds (those every configuration has), training overrides, build time and machine, and,
 for a table whose best quarter got more seeds, ``top_region`` (its share, seeds and configuration ids).
-:mod:`fairnas.benchmarks.tabular` builds them; :class:`fairnas.benchmarks.table_target.TableTarget` searches one
+``bench/comparison/table_builder.py`` builds them; :class:`fairnas.benchmarks.table_target.TableTarget` searches one
 with noisy look-ups.
 """
 

@@ -116,7 +116,7 @@ VARIANTS = {
     "reference_momf": Method("plain BoTorch loop, MOMF", "reference"),
 }
 """Methods beyond a strategy with its benchmark options, each also with the final stage (``+final``).
-``reference_*``: BoTorch's own loop outside fairnas (:mod:`fairnas.benchmarks.botorch_reference`), on the BoTorch
+``reference_*``: BoTorch's own loop outside fairnas (:mod:`bench.comparison.reference_loop`), on the BoTorch
 problems only."""
 SHIPPED = "shipped"
 """The strategy of the ``default`` methods until :func:`method` reads it from the composed config."""

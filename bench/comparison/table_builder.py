@@ -10,7 +10,7 @@ spec (``<name>.json``: space, preset overrides, seeds, budgets, build time, mach
 searches it. The table has a ``seed`` column: a search over it reads the row of the training seed its trial would
 use (:class:`~fairnas.benchmarks.table_target.TableTarget`), so it sees the noise a live search sees.
 
-:func:`build` trains through the ``train`` function it is given (``fairnas.training.run.train``), so this library
+:func:`build` trains through the ``train`` function it is given (``fairnas.training.run.train``), so this module
 imports no command; ``bench/tabular.py build`` is the command that calls it::
 
     python bench/tabular.py build --name dpn_showcase_noisy --seeds 5    # resumable: finished runs are read back
@@ -30,27 +30,25 @@ only what it lacks.
 
 from __future__ import annotations
 
-import itertools
 import json
 import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytorch_lightning as pl
-from ConfigSpace import ConfigurationSpace
 from filelock import FileLock
 from omegaconf import DictConfig
 
+from fairnas.benchmarks.design import grid
 from fairnas.benchmarks.surrogate import TOP_SHARE
 from fairnas.benchmarks.tables import TABLES, load_table, names, true_values
 from fairnas.config import SPACES_DIR, compose_config
 from fairnas.io import write_csv_atomic, write_json_atomic
 from fairnas.provenance import machine, source_commit
 from fairnas.search import SearchSpace, config_id, load_space
-from fairnas.search.trial import native_config
 
 SPACE = SPACES_DIR / "dpn_table.yaml"
 OBJECTIVES = ("error", "rank_disparity")
@@ -74,40 +72,6 @@ class EpochRecorder(pl.Callback):
             return
         self.epochs.append({split: dict(pl_module.evaluations[split]) for split in ("val", "test")})
         write_json_atomic(self.path, self.epochs)
-
-
-def grid(space: SearchSpace) -> Iterator[dict[str, Any]]:
-    """Every configuration of a space of categorical / ordinal / constant hyperparameters, conditions respected
-    (an inactive hyperparameter is absent), each once, in a fixed order."""
-    configspace: ConfigurationSpace = space.configspace
-    seen = set()
-    names = list(configspace)
-    choices = [_values(configspace[name]) for name in names]
-    for values in itertools.product(*choices):
-        candidate = dict(zip(names, values, strict=False))
-        active = {name: value for name, value in candidate.items() if is_active(configspace, name, candidate)}
-        key = config_id(active)
-        if key not in seen:
-            seen.add(key)
-            yield native_config(active)
-
-
-def _values(hyperparameter) -> list[Any]:
-    for attribute in ("choices", "sequence"):
-        if hasattr(hyperparameter, attribute):
-            return list(getattr(hyperparameter, attribute))
-    if hasattr(hyperparameter, "value"):
-        return [hyperparameter.value]
-    raise ValueError(f"hyperparameter '{hyperparameter.name}' is not discrete; a table needs a grid")
-
-
-def is_active(configspace: ConfigurationSpace, name: str, values: dict[str, Any]) -> bool:
-    """Whether hyperparameter ``name`` is active given the other ``values`` (every condition up its parents)."""
-    for condition in configspace.parent_conditions_of[name]:
-        parent = condition.parent.name
-        if not is_active(configspace, parent, values) or not condition.satisfied_by_value(values):
-            return False
-    return True
 
 
 def build(

@@ -35,7 +35,7 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 
-from fairnas.benchmarks.methods import METHODS
+from bench.comparison.methods import METHODS
 
 BASELINE = "random"
 """The baseline unless a plan names another."""

@@ -1,6 +1,6 @@
 """Does a surrogate benchmark agree with real training? Its predictions read against live studies: the answer a real
 search chose and the default model, each trained by ``study.py``'s final stage on seeds that neither the search nor
-the table used (issue 45, item 6; docs/search_benchmark.md, "Live searches re-judged").
+the table used (docs/search_benchmark.md, "Live searches re-judged").
 
 For every study, model and objective: the measured mean over the fresh seeds and its standard error, the surrogate's
 predicted mean and seed s.d. at the last epoch; z, the measured mean's distance from the prediction in units of the

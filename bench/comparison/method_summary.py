@@ -15,10 +15,10 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from bench.comparison.figure import volume_on_grid
+from bench.comparison.methods import METHODS
+from bench.comparison.methods import method as resolved
 from fairnas.benchmarks.answer_quality import answer, evaluated, quality
-from fairnas.benchmarks.figure import volume_on_grid
-from fairnas.benchmarks.methods import METHODS
-from fairnas.benchmarks.methods import method as resolved
 from fairnas.benchmarks.problems import Problem
 from fairnas.groups import mean_se
 

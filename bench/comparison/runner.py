@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.comparison.methods import METHODS, Method
+from bench.comparison.methods import method as resolved
 from fairnas.benchmarks.compute_meter import ComputeBudgetReached, CostMeter, MeteredTarget
-from fairnas.benchmarks.methods import METHODS, Method
-from fairnas.benchmarks.methods import method as resolved
 from fairnas.benchmarks.problems import Problem
 from fairnas.benchmarks.table_target import TableTarget
 from fairnas.io import write_csv_atomic
@@ -120,11 +120,11 @@ def min_budget(problem: Problem, method: Method) -> float:
 
 
 def _reference_run(problem: Problem, variant: str, seed: int, total_budget: float) -> pd.DataFrame:
-    """The plain BoTorch loop (:mod:`fairnas.benchmarks.botorch_reference`) on a BoTorch problem, its trials as a
+    """The plain BoTorch loop (:mod:`bench.comparison.reference_loop`) on a BoTorch problem, its trials as a
     search's."""
     if not problem.botorch:
         raise ValueError(f"the plain BoTorch loop runs on the BoTorch problems only, not on {problem.name}")
-    from fairnas.benchmarks.botorch_reference import run_reference, rungs_of  # BoTorch is in the bench extra only
+    from bench.comparison.reference_loop import run_reference, rungs_of  # BoTorch is in the bench extra only
 
     target, _ = problem.make_target(Path(), True, seed)
     rungs = rungs_of(problem.min_budget, problem.max_budget, problem.eta)
