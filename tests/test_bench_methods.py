@@ -39,7 +39,7 @@ def test_the_default_method_follows_the_config_when_the_default_changes(fresh_de
 
     monkeypatch.setattr(config, "compose_config", changed)
     default = methods.method("default")
-    assert default.strategy == "nsga2" and default.final_settings == FinalSettings(top_k=5, seeds=1)
+    assert default.strategy == "nsga2" and default.final_settings == FinalSettings(top_k=5, seeds=1, answer="observed")
     assert default.settings["options"]["population_size"] > 0 and default.label == "the default, as search.py ships it"
     methods.shipped.cache_clear()
     monkeypatch.setattr(config, "compose_config", lambda name, overrides, **kw: compose(name, ["search.final.seeds=0"]))

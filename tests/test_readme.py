@@ -221,6 +221,18 @@ def check_search(cfg, tmp_path: Path, monkeypatch) -> None:
         search.run_face_search(cfg)
 
 
+def read_data_where_it_is(module, monkeypatch) -> None:
+    """The real data sets of the commands lie under /data on a user's machine, not here: the data a command reads
+    before its first run (its groups, its splits) is read where its root exists, as for the embedded faces."""
+    build = module.build_datamodule
+
+    def build_where_present(config):
+        root = OmegaConf.select(config, "data.root")
+        return build(config) if root is None or Path(str(root)).exists() else None
+
+    monkeypatch.setattr(module, "build_datamodule", build_where_present)
+
+
 def check_compare(cfg, tmp_path: Path, monkeypatch) -> None:
     from fairnas.tasks import compare
 
@@ -250,6 +262,7 @@ def check_compare(cfg, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(compare, "compose_config", compose)
     monkeypatch.setattr(compare, "_compose", compose_and_check)
     monkeypatch.setattr(compare, "train_all", first_runs)
+    read_data_where_it_is(compare, monkeypatch)
     with pytest.raises(ReachedTheRun):
         compare.run_comparison(cfg)
 
@@ -271,6 +284,7 @@ def check_study(cfg, overrides: list[str], monkeypatch) -> None:
     monkeypatch.setattr(study, "compose_config", compose_and_check)
     monkeypatch.setattr(study, "run_all", first_run)
     monkeypatch.setattr(study, "search_faces", first_run)  # a study whose first stage is the search
+    read_data_where_it_is(study, monkeypatch)
     with pytest.raises(ReachedTheRun):
         study.run_study(cfg, overrides)
 

@@ -230,7 +230,7 @@ def test_every_committed_verdict_on_a_real_table_is_decided_on_the_seeds_its_sea
         plan = held_out_plan(plan, pd.read_csv(results.REPOSITORY / record["pilot"]))
         sources = record["from"]
     else:
-        sources = ["quality.csv"]
+        sources = [folder / "quality.csv"]
     quality = pd.concat([pd.read_csv(results.REPOSITORY / path) for path in sources], ignore_index=True)
     expected = verdicts(plan, quality)
     for column in ("lead", "lead_se", "p_holm", "planned_detectable_lead"):

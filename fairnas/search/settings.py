@@ -42,7 +42,8 @@ class FinalSettings(Section):
     """The final-selection stage (thesis Sec. 4.5.1): after the search, the ``top_k`` best full-budget
     configurations (non-dominated sorting of their observed objectives) are re-trained at the maximum budget with
     ``seeds`` training seeds the search did not use, and the search's answer is the non-dominated set of their
-    means. ``seeds=0``: no final stage, the answer is the observed front. The defaults were chosen on the noisy
+    means (``answer``: the thesis'; ``conf/search/local.yaml`` ships ``observed``). ``seeds=0``: no final stage, the
+    answer is the observed front. The defaults were chosen on the noisy
     tabular benchmark (docs/search_benchmark.md): of the settings giving a standard error, 3 x 2 kept the most of the
     answer's true hypervolume, and it removes the optimism of the reported values."""
 
