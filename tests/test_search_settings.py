@@ -61,7 +61,7 @@ VALID = {"objectives": ["f1", "f2"], "min_budget": 1, "max_budget": 4, "n_trials
         ),
         ({"final": {"seeds": 1.5}}, "search.final.seeds=1.5 must be an integer >= 0"),
         ({"final": {"top_k": 0}}, "search.final.top_k=0 must be a positive integer"),
-        ({"final": {"k": 2}}, "unknown search.final settings ['k']; allowed: ['top_k', 'seeds']"),
+        ({"final": {"k": 2}}, "unknown search.final settings ['k']; allowed: ['top_k', 'seeds', 'answer']"),
     ],
 )
 def test_a_bad_setting_is_named_in_a_one_line_error(overrides, message):
